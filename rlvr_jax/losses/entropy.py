@@ -1,0 +1,86 @@
+"""Token entropy of the policy, the entropy bonus, and the high-entropy token mask."""
+import jax
+import jax.numpy as jnp
+
+
+def entropy(logits):
+    """Entropy of the categorical distribution given by `logits`, over the last axis.
+
+    Formula: `H = -Σ_v p_v log p_v = logsumexp(z) - Σ_v softmax(z)_v · z_v`, computed in float32
+    after subtracting the row maximum (numerically stable; logits of `-inf` contribute 0).
+    Meant for one chunk of logits at a time: the model computes log-probs and entropies in chunks
+    over the sequence so that `[B, T, V]` never exists in float32 at once.
+
+    Args:
+      logits: `[..., V]`, any float dtype (bf16 is upcast to float32).
+
+    Returns:
+      `[...]` float32 entropies in nats.
+    """
+    z = jnp.asarray(logits).astype(jnp.float32)
+    z_max = jax.lax.stop_gradient(jnp.max(z, axis=-1, keepdims=True))
+    z_max = jnp.where(jnp.isfinite(z_max), z_max, 0.0)
+    shifted = z - z_max
+    lse = jax.nn.logsumexp(shifted, axis=-1)
+    p = jax.nn.softmax(shifted, axis=-1)
+    # p * shifted is 0 * -inf = nan for masked vocabulary entries; they carry no mass.
+    finite = jnp.isfinite(shifted)
+    weighted = jnp.where(finite, p * jnp.where(finite, shifted, 0.0), 0.0)
+    return lse - jnp.sum(weighted, axis=-1)
+
+
+def entropy_bonus(token_entropy, mask, *, coef):
+    """Per-token entropy-bonus loss term `-coef · H_t`, zero at masked positions.
+
+    Adding it to the policy loss (then aggregating) rewards exploration; 1-shot RLVR
+    (Wang et al. 2025) finds it important. verl: `actor.entropy_coeff`; TRL has no option.
+
+    Args:
+      token_entropy: `[B, T]` float entropies (see `entropy`).
+      mask: `[B, T]` bool/0-1 response-token mask.
+      coef: non-negative float coefficient `c`.
+
+    Returns:
+      `[B, T]` float32 loss values `-c · H_t · m_t`.
+    """
+    h = jnp.asarray(token_entropy).astype(jnp.float32)
+    m = jnp.asarray(mask).astype(bool)
+    if h.shape != m.shape:
+        raise ValueError(f"token_entropy {h.shape} and mask {m.shape} must have the same shape")
+    return jnp.where(m, -coef * jnp.where(m, h, 0.0), 0.0)
+
+
+def high_entropy_mask(token_entropy, mask, *, keep_fraction=0.2):
+    """Mask of the `keep_fraction` highest-entropy valid tokens of the minibatch ("forking tokens").
+
+    Formula: keep token t iff it is valid and its entropy rank among the `N` valid tokens of the
+    whole minibatch is below `k = ceil(keep_fraction · N)` (ties broken by position, so exactly
+    `k` tokens are kept). Multiply the policy loss mask by it to update only those tokens.
+    Paper: Wang et al. 2025, "Beyond the 80/20 Rule: High-Entropy Minority Tokens Drive
+    Effective RL for LLM Reasoning" (their ρ = keep_fraction = 0.2). verl / TRL: no built-in
+    option (TRL `top_entropy_quantile` is the same idea, per batch).
+
+    Args:
+      token_entropy: `[B, T]` float entropies (gradient is not propagated through the mask).
+      mask: `[B, T]` bool/0-1 valid-token mask.
+      keep_fraction: fraction in (0, 1] of valid tokens to keep.
+
+    Returns:
+      `[B, T]` bool mask, a subset of `mask`.
+    """
+    if not 0.0 < keep_fraction <= 1.0:
+        raise ValueError(f"keep_fraction must be in (0, 1], got {keep_fraction}")
+    h = jax.lax.stop_gradient(jnp.asarray(token_entropy).astype(jnp.float32))
+    m = jnp.asarray(mask).astype(bool)
+    if h.shape != m.shape:
+        raise ValueError(f"token_entropy {h.shape} and mask {m.shape} must have the same shape")
+    flat_h = jnp.where(m, jnp.nan_to_num(h, nan=-jnp.inf), -jnp.inf).reshape(-1)
+    flat_m = m.reshape(-1)
+    n_valid = jnp.sum(flat_m.astype(jnp.int32))
+    # Small tolerance so that e.g. 0.2 * 10 (2.0000000x in float32) keeps 2, not 3.
+    k = jnp.ceil(keep_fraction * n_valid.astype(jnp.float32) - 1e-4).astype(jnp.int32)
+    # Sort valid tokens first (descending entropy), invalid ones last.
+    order = jnp.lexsort((-flat_h, ~flat_m))
+    rank = jnp.zeros_like(order).at[order].set(jnp.arange(order.shape[0], dtype=order.dtype))
+    keep = (rank < k) & flat_m
+    return keep.reshape(m.shape)
