@@ -1,0 +1,371 @@
+"""A decoder-only transformer (Llama 3 / Qwen2 / Qwen3) in Flax Linen, used purely.
+
+The model is a pure function of an explicit parameter pytree:
+
+    params = init_params(config, rng)
+    logits, cache = forward(params, tokens, config=config, attention_mask=mask)
+
+Layers are stacked with `nn.scan` (every per-layer parameter has a leading
+`layers` axis), so compile time does not grow with depth. Every parameter
+carries logical axis names (`param_logical_axes`) which `rlvr_jax.sharding`
+maps onto mesh axes.
+
+KV cache. `init_cache(config, batch, max_len)` makes a fixed-size cache:
+`k`, `v` of shape [L, B, S, Hkv, Dh] in the compute dtype, `mask` [B, S]
+(1 where a real token was written) and `index` (the next slot to write, shared
+by all rows). A call with a cache writes the new tokens' keys/values at slots
+`[index, index + T)` and attends over the whole cache, causally by slot. Prefill
+(T = prompt length) and decode (T = 1) are the same code path. Left-padded
+prompts are fine: padding is excluded by the mask and does not advance RoPE
+positions (the default position of a token is the number of real tokens before
+it in its row).
+"""
+import functools
+from typing import Any, Dict, Optional, Tuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlvr_jax.models.config import ModelConfig
+
+Params = Dict[str, Any]
+Cache = Dict[str, jax.Array]
+
+_NEG_INF = -1e30  # Finite, so fully masked rows give a uniform softmax, never NaN.
+
+
+# ----------------------------------------------------------------------------- layers
+
+def _param(module, name, init, shape, names, dtype):
+    return module.param(name, nn.with_logical_partitioning(init, names), shape, dtype)
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm computed in float32: `x / sqrt(mean(x²) + eps) * scale`."""
+    eps: float
+    param_dtype: Any
+    axis_name: str = "norm"
+
+    @nn.compact
+    def __call__(self, x):
+        scale = _param(self, "scale", nn.initializers.ones, (x.shape[-1],), (self.axis_name,),
+                       self.param_dtype)
+        x32 = x.astype(jnp.float32)
+        y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + self.eps)
+        scale = scale.astype(jnp.float32).reshape((1,) * (x.ndim - 1) + (-1,))
+        return (y * scale).astype(x.dtype)
+
+
+def rope_frequencies(config: ModelConfig) -> np.ndarray:
+    """Inverse frequencies [Dh/2] (float64), with Llama-3 scaling if configured."""
+    dim = config.head_dim
+    inv_freq = 1.0 / (config.rope_theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
+    if config.rope_scaling is not None:
+        _, factor, low_ff, high_ff, orig_max = config.rope_scaling
+        low_wavelen = orig_max / low_ff
+        high_wavelen = orig_max / high_ff
+        wavelen = 2 * np.pi / inv_freq
+        smooth = (orig_max / wavelen - low_ff) / (high_ff - low_ff)
+        scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        medium = (wavelen <= low_wavelen) & (wavelen >= high_wavelen)
+        inv_freq = np.where(medium, (1 - smooth) * inv_freq / factor + smooth * inv_freq, scaled)
+    return inv_freq
+
+
+def apply_rope(x, positions, inv_freq):
+    """Rotary embedding in the Hugging Face (rotate-half) layout.
+
+    Args:
+      x: [B, T, H, Dh].
+      positions: [B, T] int32.
+      inv_freq: [Dh/2] numpy array.
+    """
+    angles = positions.astype(jnp.float32)[:, :, None] * jnp.asarray(inv_freq, jnp.float32)[None, None, :]
+    cos = jnp.cos(angles)[:, :, None, :]
+    sin = jnp.sin(angles)[:, :, None, :]
+    x32 = x.astype(jnp.float32)
+    x1, x2 = jnp.split(x32, 2, axis=-1)
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(x.dtype)
+
+
+def attention_mask_from(q_segments, kv_segments, q_slots, kv_slots):
+    """Boolean [B, 1, 1, Tq, Tk]: causal by slot, same non-zero segment."""
+    causal = q_slots[:, :, None] >= kv_slots[:, None, :]
+    same = (q_segments[:, :, None] == kv_segments[:, None, :]) & (kv_segments[:, None, :] != 0)
+    return (causal & same)[:, None, None, :, :]
+
+
+class Attention(nn.Module):
+    """Grouped-query self-attention with RoPE, optional QKV bias and q/k RMSNorm."""
+    config: ModelConfig
+
+    @nn.compact
+    def __call__(self, x, positions, q_segments, q_slots, layer_cache, cache_index):
+        cfg = self.config
+        dt, pdt = cfg.compute_dtype, cfg.storage_dtype
+        init = nn.initializers.normal(stddev=0.02)
+
+        def proj(name, heads, axis):
+            w = _param(self, f"{name}_kernel", init, (cfg.d_model, heads, cfg.head_dim),
+                       ("embed", axis, "kv"), pdt)
+            y = jnp.einsum("btd,dhk->bthk", x, w.astype(dt))
+            if cfg.qkv_bias:
+                b = _param(self, f"{name}_bias", nn.initializers.zeros, (heads, cfg.head_dim),
+                           (axis, "kv"), pdt)
+                y = y + b.astype(dt)[None, None]
+            return y
+
+        q = proj("q", cfg.n_heads, "heads")
+        k = proj("k", cfg.n_kv_heads, "kv_heads")
+        v = proj("v", cfg.n_kv_heads, "kv_heads")
+        if cfg.qk_norm:
+            q = RMSNorm(cfg.norm_eps, pdt, "kv", name="q_norm")(q)
+            k = RMSNorm(cfg.norm_eps, pdt, "kv", name="k_norm")(k)
+        inv_freq = rope_frequencies(cfg)
+        q = apply_rope(q, positions, inv_freq)
+        k = apply_rope(k, positions, inv_freq)
+
+        if layer_cache is None:
+            keys, values = k, v
+            kv_segments, kv_slots = q_segments, q_slots
+            new_cache = None
+        else:
+            keys = jax.lax.dynamic_update_slice_in_dim(
+                layer_cache["k"], k.astype(layer_cache["k"].dtype), cache_index, axis=1)
+            values = jax.lax.dynamic_update_slice_in_dim(
+                layer_cache["v"], v.astype(layer_cache["v"].dtype), cache_index, axis=1)
+            kv_segments = layer_cache["mask"]
+            kv_slots = jnp.broadcast_to(jnp.arange(keys.shape[1], dtype=jnp.int32)[None],
+                                        kv_segments.shape)
+            new_cache = {"k": keys, "v": values}
+
+        batch, tq = q.shape[:2]
+        groups = cfg.n_heads // cfg.n_kv_heads
+        q = q.reshape(batch, tq, cfg.n_kv_heads, groups, cfg.head_dim)
+        scores = jnp.einsum("btngk,bsnk->bngts", q, keys.astype(dt),
+                            preferred_element_type=jnp.float32)
+        scores = scores * (cfg.head_dim ** -0.5)
+        mask = attention_mask_from(q_segments, kv_segments, q_slots, kv_slots)
+        scores = jnp.where(mask, scores, _NEG_INF)
+        probs = jax.nn.softmax(scores, axis=-1).astype(dt)
+        out = jnp.einsum("bngts,bsnk->btngk", probs, values.astype(dt))
+        out = out.reshape(batch, tq, cfg.n_heads, cfg.head_dim)
+        wo = _param(self, "o_kernel", init, (cfg.n_heads, cfg.head_dim, cfg.d_model),
+                    ("heads", "kv", "embed"), pdt)
+        return jnp.einsum("bthk,hkd->btd", out, wo.astype(dt)), new_cache
+
+
+class MLP(nn.Module):
+    """SwiGLU feed-forward: down(silu(gate(x)) * up(x))."""
+    config: ModelConfig
+
+    @nn.compact
+    def __call__(self, x):
+        cfg = self.config
+        dt, pdt = cfg.compute_dtype, cfg.storage_dtype
+        init = nn.initializers.normal(stddev=0.02)
+        gate = _param(self, "gate_kernel", init, (cfg.d_model, cfg.d_ff), ("embed", "mlp"), pdt)
+        up = _param(self, "up_kernel", init, (cfg.d_model, cfg.d_ff), ("embed", "mlp"), pdt)
+        down = _param(self, "down_kernel", init, (cfg.d_ff, cfg.d_model), ("mlp", "embed"), pdt)
+        h = nn.silu(x @ gate.astype(dt)) * (x @ up.astype(dt))
+        h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
+        return h @ down.astype(dt)
+
+
+class Block(nn.Module):
+    """One pre-norm transformer layer; the `nn.scan` body (carry = residual stream)."""
+    config: ModelConfig
+
+    @nn.compact
+    def __call__(self, x, layer_cache, positions, q_segments, q_slots, cache_index):
+        cfg = self.config
+        h, new_cache = Attention(cfg, name="attn")(
+            RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed", name="input_norm")(x),
+            positions, q_segments, q_slots, layer_cache, cache_index)
+        x = x + h
+        x = x + MLP(cfg, name="mlp")(
+            RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed", name="post_attn_norm")(x))
+        x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
+        return x, new_cache
+
+
+_REMAT_POLICIES = {
+    "full": None,
+    "dots": jax.checkpoint_policies.checkpoint_dots,
+    "dots_no_batch": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
+}
+
+
+class Transformer(nn.Module):
+    """Embedding → L scanned blocks → final norm (→ LM head unless return_hidden)."""
+    config: ModelConfig
+
+    def setup(self):
+        cfg = self.config
+        self.embed = self.param(
+            "embed", nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02),
+                                                  ("vocab", "embed")),
+            (cfg.vocab_size, cfg.d_model), cfg.storage_dtype)
+        if not cfg.tie_embeddings:
+            self.lm_head = self.param(
+                "lm_head", nn.with_logical_partitioning(nn.initializers.normal(stddev=0.02),
+                                                        ("embed", "vocab")),
+                (cfg.d_model, cfg.vocab_size), cfg.storage_dtype)
+        block = Block
+        if cfg.remat != "none":
+            block = nn.remat(Block, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
+        self.layers = nn.scan(
+            block, variable_axes={"params": 0}, split_rngs={"params": True},
+            in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast),
+            length=cfg.n_layers, metadata_params={nn.PARTITION_NAME: "layers"},
+        )(cfg, name="layers")
+        self.final_norm = RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed")
+
+    def head_matrix(self):
+        """The [D, V] output projection (the transposed embedding when tied)."""
+        return self.embed.T if self.config.tie_embeddings else self.lm_head
+
+    def __call__(self, tokens, positions, segment_ids, cache, return_hidden):
+        cfg = self.config
+        x = jnp.take(self.embed, tokens, axis=0).astype(cfg.compute_dtype)
+        x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
+        t = tokens.shape[1]
+        if cache is None:
+            layer_caches, index = None, jnp.zeros((), jnp.int32)
+            slots = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32)[None], tokens.shape)
+            q_segments = segment_ids
+        else:
+            index = cache["index"]
+            mask = jax.lax.dynamic_update_slice_in_dim(
+                cache["mask"], segment_ids.astype(cache["mask"].dtype), index, axis=1)
+            layer_caches = {"k": cache["k"], "v": cache["v"],
+                            "mask": jnp.broadcast_to(mask, (cfg.n_layers,) + mask.shape)}
+            slots = jnp.broadcast_to((index + jnp.arange(t, dtype=jnp.int32))[None],
+                                     tokens.shape)
+            # Against the cache, every real token is in segment 1; padding in 0.
+            q_segments = (segment_ids != 0).astype(jnp.int32)
+        x, new_layer_caches = self.layers(x, layer_caches, positions, q_segments, slots, index)
+        x = self.final_norm(x)
+        new_cache = None
+        if cache is not None:
+            new_cache = {"k": new_layer_caches["k"], "v": new_layer_caches["v"],
+                         "mask": mask, "index": index + t}
+        if return_hidden:
+            return x, new_cache
+        logits = jnp.einsum("btd,dv->btv", x, self.head_matrix().astype(cfg.compute_dtype),
+                            preferred_element_type=jnp.float32)
+        return logits, new_cache
+
+
+# ----------------------------------------------------------------------------- functions
+
+def init_params(config: ModelConfig, rng: jax.Array) -> Params:
+    """Random parameters (a plain pytree of arrays in `config.param_dtype`)."""
+    tokens = jnp.zeros((1, 1), jnp.int32)
+    variables = jax.jit(
+        lambda r: Transformer(config).init(r, tokens, tokens, jnp.ones_like(tokens), None, False)
+    )(rng)
+    return nn.unbox(variables["params"])
+
+
+def param_logical_axes(config: ModelConfig) -> Params:
+    """A pytree like the params whose leaves are `PartitionSpec`s of logical axis names."""
+    tokens = jnp.zeros((1, 1), jnp.int32)
+    abstract = jax.eval_shape(
+        lambda: Transformer(config).init(jax.random.PRNGKey(0), tokens, tokens,
+                                         jnp.ones_like(tokens), None, False))
+    return nn.get_partition_spec(abstract)["params"]
+
+
+def default_positions(segment_ids: jax.Array, cache: Optional[Cache] = None) -> jax.Array:
+    """RoPE positions [B, T]: the number of real tokens before each token in its row.
+
+    Padding (segment 0) does not advance the position; with a cache, tokens
+    already in it count. With packed segments (ids > 1) positions restart at 0
+    in every segment.
+    """
+    real = (segment_ids != 0).astype(jnp.int32)
+    before = jnp.cumsum(real, axis=1) - real
+    if cache is not None:
+        return before + jnp.sum(cache["mask"] != 0, axis=1, dtype=jnp.int32)[:, None]
+    # Restart at segment boundaries: subtract the count at the segment's first token.
+    starts = jnp.concatenate(
+        [jnp.ones_like(segment_ids[:, :1], bool), segment_ids[:, 1:] != segment_ids[:, :-1]], axis=1)
+    first = jax.lax.cummax(jnp.where(starts, jnp.arange(segment_ids.shape[1])[None], 0), axis=1)
+    return before - jnp.take_along_axis(before, first, axis=1)
+
+
+def forward(
+    params: Params,
+    tokens: jax.Array,
+    positions: Optional[jax.Array] = None,
+    *,
+    config: ModelConfig,
+    attention_mask: Optional[jax.Array] = None,
+    segment_ids: Optional[jax.Array] = None,
+    cache: Optional[Cache] = None,
+    return_hidden: bool = False,
+) -> Tuple[jax.Array, Optional[Cache]]:
+    """Runs the transformer.
+
+    Args:
+      params: from `init_params` or the Hugging Face importer.
+      tokens: [B, T] int32.
+      positions: [B, T] int32 RoPE positions; default `default_positions`.
+      config: the model's `ModelConfig` (static).
+      attention_mask: [B, T], 1 for real tokens, 0 for padding (any padding
+        side). Mutually exclusive with `segment_ids`.
+      segment_ids: [B, T] int32 for packed sequences: tokens attend only within
+        their own segment; 0 is padding. Not supported together with a cache.
+      cache: optional KV cache from `init_cache`; the new tokens are written at
+        `cache["index"]`.
+      return_hidden: return the final-norm hidden states [B, T, D] (compute
+        dtype) instead of float32 logits [B, T, V].
+
+    Returns:
+      (logits [B, T, V] float32 or hidden [B, T, D], new cache or None).
+    """
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be [B, T], got shape {tokens.shape}")
+    if attention_mask is not None and segment_ids is not None:
+        raise ValueError("pass attention_mask or segment_ids, not both")
+    if segment_ids is not None and cache is not None:
+        raise ValueError("packed segment_ids are not supported with a KV cache")
+    if cache is not None and tokens.shape[0] != cache["mask"].shape[0]:
+        raise ValueError(f"batch {tokens.shape[0]} does not match the cache's "
+                         f"{cache['mask'].shape[0]}")
+    if segment_ids is None:
+        segment_ids = (jnp.ones(tokens.shape, jnp.int32) if attention_mask is None
+                       else (attention_mask != 0).astype(jnp.int32))
+    if positions is None:
+        positions = default_positions(segment_ids, cache)
+    return Transformer(config).apply({"params": params}, tokens, positions, segment_ids, cache,
+                                     return_hidden)
+
+
+def head_matrix(params: Params, config: ModelConfig) -> jax.Array:
+    """The [D, V] LM-head matrix in the parameter dtype (embedding.T when tied)."""
+    return params["embed"].T if config.tie_embeddings else params["lm_head"]
+
+
+def init_cache(config: ModelConfig, batch: int, max_len: int, dtype=None) -> Cache:
+    """An empty KV cache for `batch` rows and `max_len` slots.
+
+    Returns: {"k", "v": [L, B, S, Hkv, Dh] (compute dtype unless `dtype`),
+      "mask": [B, S] int32, "index": int32 scalar}.
+    """
+    if batch <= 0 or max_len <= 0:
+        raise ValueError(f"batch and max_len must be positive, got {batch}, {max_len}")
+    dtype = config.compute_dtype if dtype is None else jnp.dtype(dtype)
+    shape = (config.n_layers, batch, max_len, config.n_kv_heads, config.head_dim)
+    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype),
+            "mask": jnp.zeros((batch, max_len), jnp.int32), "index": jnp.zeros((), jnp.int32)}
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def jit_forward(params, tokens, attention_mask, *, config):
+    """`forward(...)` returning logits only; a jitted convenience for scripts and tests."""
+    return forward(params, tokens, config=config, attention_mask=attention_mask)[0]

@@ -1,0 +1,42 @@
+"""A value model: the policy's trunk with a scalar head, for PPO with GAE."""
+from typing import Any, Dict, Optional
+
+import jax
+import jax.numpy as jnp
+
+from rlvr_jax.models import transformer
+from rlvr_jax.models.config import ModelConfig
+
+
+def init_value_params(config: ModelConfig, rng: jax.Array,
+                      policy_params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Value-model parameters: {"trunk": transformer params, "value_head": {"kernel", "bias"}}.
+
+    With `policy_params`, the trunk starts as a copy of the policy (as in
+    PPO for LLMs) and only the head is new; the LM head weights are dropped.
+    The head starts at zero, so initial values are 0.
+    """
+    trunk = policy_params if policy_params is not None else transformer.init_params(config, rng)
+    trunk = {k: v for k, v in trunk.items() if k != "lm_head"}
+    trunk = jax.tree.map(jnp.array, trunk)  # A copy: the value trunk trains separately.
+    head = {"kernel": jnp.zeros((config.d_model,), config.storage_dtype),
+            "bias": jnp.zeros((), config.storage_dtype)}
+    return {"trunk": trunk, "value_head": head}
+
+
+def value_forward(params: Dict[str, Any], tokens: jax.Array, attention_mask: jax.Array, *,
+                  config: ModelConfig) -> jax.Array:
+    """Per-token values [B, T] float32 (the value of the state after token t)."""
+    trunk_config = config.replace(tie_embeddings=True)  # The trunk never needs an LM head.
+    hidden, _ = transformer.forward(params["trunk"], tokens, config=trunk_config,
+                                    attention_mask=attention_mask, return_hidden=True)
+    head = params["value_head"]
+    values = jnp.einsum("btd,d->bt", hidden.astype(jnp.float32), head["kernel"].astype(jnp.float32))
+    return values + head["bias"].astype(jnp.float32)
+
+
+def value_logical_axes(config: ModelConfig) -> Dict[str, Any]:
+    """Logical axis names of the value parameters (for sharding)."""
+    from jax.sharding import PartitionSpec as P
+    trunk = transformer.param_logical_axes(config.replace(tie_embeddings=True))
+    return {"trunk": trunk, "value_head": {"kernel": P("embed"), "bias": P()}}
