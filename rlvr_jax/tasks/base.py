@@ -1,0 +1,153 @@
+"""Shared pieces of the synthetic verifiable tasks.
+
+Every task produces `Example`s whose `solution` is a worked solution that ends with the
+final-answer marker ``"#### "`` followed by the answer, e.g. ``"13 11 7 #### 713"``. The
+completion a policy should produce is exactly such a text followed by the tokenizer's EOS.
+
+Answer-format rule shared by every host verifier (and mirrored token by token by
+`rlvr_jax.tasks.token_verifier`): the completion must contain the marker ``####`` exactly
+once (the first run of four ``#`` counts), and everything after it must be the answer in the
+task's canonical form, optionally surrounded by ASCII whitespace (space, tab, CR, LF).
+Prose after the answer, a second marker, or an answer hidden in prose without the marker
+all score 0.
+
+Held-out splits: `split_of(key)` hashes a canonical problem key (e.g. ``"add:23+58"``)
+with SHA-256; a fixed fraction of the hash space is the test split. A generator asked for one
+split rejects problems of the other, so train and test are disjoint by construction and the
+test set of a task is the same in every run and on every machine.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from typing import Any
+
+import numpy as np
+
+MARKER = "####"
+WHITESPACE = " \t\r\n"
+MAX_ANSWER_DIGITS = 9  # integer answers must fit in int32 for the on-device verifier
+SPLITS = ("train", "test")
+
+_INT_TAIL = re.compile(r"[ \t\r\n]*(-?)([0-9]+)[ \t\r\n]*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One problem.
+
+    Attributes:
+      prompt: the text the policy sees (no chat template applied).
+      answer: the reference answer in canonical text form (e.g. ``"81"``, ``"1 3 5"``).
+      solution: worked solution ending in ``"#### " + answer`` (supervised warm-up target;
+        append EOS when tokenising).
+      task: the task name (``"arithmetic"``, ``"countdown"``, ``"sorting"``).
+      key: canonical problem key; its hash decides the split.
+      split: ``"train"`` or ``"test"``.
+      answer_value: the integer answer when the task has one (arithmetic), else None.
+      meta: task-specific data the verifiers need (operands, numbers, target, ...).
+    """
+
+    prompt: str
+    answer: str
+    solution: str
+    task: str
+    key: str
+    split: str
+    answer_value: int | None = None
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def split_of(key: str, *, test_fraction: float) -> str:
+    """``"test"`` when the SHA-256 of `key` falls in the first `test_fraction` of hash space."""
+    if not 0.0 <= test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
+    h = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
+    return "test" if h < test_fraction * 2.0**64 else "train"
+
+
+def check_split(split: str) -> str:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    return split
+
+
+def split_answer(completion: str) -> tuple[str, str] | None:
+    """(reasoning, tail) around the single marker, or None if the marker count is not 1."""
+    if completion.count(MARKER) != 1:
+        return None
+    before, after = completion.split(MARKER)
+    return before, after
+
+
+def parse_int_tail(tail: str) -> int | None:
+    """The integer in an answer tail (``"  -81 "`` -> -81); None if the tail is anything else.
+
+    At most `MAX_ANSWER_DIGITS` digits (leading zeros count), so values fit in int32.
+    """
+    m = _INT_TAIL.fullmatch(tail)
+    if m is None or len(m.group(2)) > MAX_ANSWER_DIGITS:
+        return None
+    value = int(m.group(2))
+    return -value if m.group(1) else value
+
+
+def extract_int_answer(completion: str) -> int | None:
+    """The integer final answer of a completion under the shared format rule, or None."""
+    parts = split_answer(completion)
+    return None if parts is None else parse_int_tail(parts[1])
+
+
+def rng_for(seed: int, index: int, salt: int) -> np.random.Generator:
+    """Independent, reproducible generator for example `index` of stream `seed`."""
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(index), int(salt)])
+
+
+class Task:
+    """Base class: subclasses implement `_sample(rng) -> Example fields`, `verify`, `check_steps`.
+
+    Public API (every task):
+      example(index, *, seed, split) -> Example   deterministic in (seed, index, split)
+      generate(n, *, seed, split, start=0) -> list[Example]
+      verify(completion, example) -> float        1.0 correct final answer, else 0.0
+      check_steps(completion, example) -> bool    the worked reasoning is correct too
+    """
+
+    name = "task"
+    salt = 0
+
+    def __init__(self, *, test_fraction: float = 0.1):
+        split_of("", test_fraction=test_fraction)  # validates the fraction
+        self.test_fraction = test_fraction
+
+    # -- generation ---------------------------------------------------------------------
+    def _sample(self, rng: np.random.Generator) -> Example:
+        raise NotImplementedError
+
+    def example(self, index: int, *, seed: int, split: str = "train") -> Example:
+        """Example `index` of the stream (seed, split): rejection-samples until the problem's
+        hash lands in `split`. Raises if the split appears empty for these knobs."""
+        check_split(split)
+        if split == "test" and self.test_fraction == 0.0:
+            raise ValueError(f"{self.name}: test_fraction is 0, the test split is empty")
+        rng = rng_for(seed, index, self.salt)
+        for _ in range(10_000):
+            ex = self._sample(rng)
+            if split_of(ex.key, test_fraction=self.test_fraction) == split:
+                return dataclasses.replace(ex, split=split)
+        raise ValueError(f"{self.name}: no {split} problem found in 10000 draws; the problem "
+                         "space is too small for this test_fraction")
+
+    def generate(self, n: int, *, seed: int, split: str = "train", start: int = 0) -> list[Example]:
+        return [self.example(start + i, seed=seed, split=split) for i in range(n)]
+
+    # -- verification -------------------------------------------------------------------
+    def verify(self, completion: str, example: Example) -> float:
+        raise NotImplementedError
+
+    def check_steps(self, completion: str, example: Example) -> bool:
+        raise NotImplementedError
