@@ -1,0 +1,232 @@
+"""Transformer, KV cache, chunked log-probs and value model."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlvr_jax import models
+from rlvr_jax.models import presets, transformer
+
+
+def _left_padded_batch(rng, vocab, lengths, total):
+    tokens = np.zeros((len(lengths), total), np.int32)
+    mask = np.zeros((len(lengths), total), np.int32)
+    for i, n in enumerate(lengths):
+        tokens[i, total - n:] = rng.integers(1, vocab, size=n)
+        mask[i, total - n:] = 1
+    return jnp.asarray(tokens), jnp.asarray(mask)
+
+
+@pytest.mark.parametrize("name", sorted(presets.PRESETS))
+def test_presets_are_valid_and_count_parameters(name):
+    cfg = presets.get(name)
+    shapes = jax.eval_shape(lambda: models.init_params(cfg, jax.random.PRNGKey(0)))
+    assert sum(int(np.prod(x.shape)) for x in jax.tree.leaves(shapes)) == cfg.num_params()
+
+
+def test_published_parameter_counts():
+    # Published sizes (with embeddings; tied heads counted once).
+    assert abs(presets.get("qwen2.5-0.5b").num_params() / 1e6 - 494.0) < 1.0
+    assert abs(presets.get("qwen3-0.6b").num_params() / 1e6 - 596.0) < 2.0
+    assert abs(presets.get("llama3.2-1b").num_params() / 1e6 - 1235.8) < 1.0
+    assert abs(presets.get("llama3.1-8b").num_params() / 1e9 - 8.03) < 0.01
+
+
+def test_logical_axes_match_params(tiny_config, tiny_params):
+    axes = models.param_logical_axes(tiny_config)
+    leaves, treedef = jax.tree.flatten(tiny_params)
+    specs = treedef.flatten_up_to(axes)
+    for leaf, spec in zip(leaves, specs):
+        assert len(spec) == leaf.ndim
+    assert axes["layers"]["attn"]["q_kernel"] == jax.sharding.PartitionSpec(
+        "layers", "embed", "heads", "kv")
+
+
+def test_bad_config_raises():
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        presets.get("tiny", n_heads=3)
+    with pytest.raises(ValueError, match="remat"):
+        presets.get("tiny", remat="sometimes")
+    with pytest.raises(ValueError, match="unknown model preset"):
+        presets.get("gpt5")
+
+
+def test_padding_does_not_change_real_token_logits(tiny_config, tiny_params):
+    tokens, mask = _left_padded_batch(np.random.default_rng(0), tiny_config.vocab_size, [7], 7)
+    padded = jnp.concatenate([jnp.zeros((1, 3), jnp.int32), tokens], axis=1)
+    padded_mask = jnp.concatenate([jnp.zeros((1, 3), jnp.int32), mask], axis=1)
+    full = models.jit_forward(tiny_params, tokens, mask, config=tiny_config)
+    left = models.jit_forward(tiny_params, padded, padded_mask, config=tiny_config)
+    np.testing.assert_allclose(left[:, 3:], full, atol=1e-5, rtol=1e-5)
+    assert np.isfinite(np.asarray(left)).all()
+
+
+def test_kv_cache_decoding_reproduces_full_forward(tiny_config, tiny_params):
+    """Prefill a left-padded batch, decode one token at a time: logits equal the full forward."""
+    rng = np.random.default_rng(1)
+    prompt_len, extra = 6, 5
+    lengths = [6, 3, 1]
+    prompt, prompt_mask = _left_padded_batch(rng, tiny_config.vocab_size, lengths, prompt_len)
+    continuation = jnp.asarray(rng.integers(1, tiny_config.vocab_size, (3, extra)), jnp.int32)
+    tokens = jnp.concatenate([prompt, continuation], axis=1)
+    mask = jnp.concatenate([prompt_mask, jnp.ones_like(continuation)], axis=1)
+    full = models.jit_forward(tiny_params, tokens, mask, config=tiny_config)
+
+    @jax.jit
+    def step(cache, toks, m):
+        return models.forward(tiny_params, toks, config=tiny_config, attention_mask=m, cache=cache)
+
+    cache = models.init_cache(tiny_config, 3, prompt_len + extra)
+    logits, cache = step(cache, prompt, prompt_mask)
+    got = [logits]
+    for t in range(extra):
+        logits, cache = step(cache, continuation[:, t:t + 1], jnp.ones((3, 1), jnp.int32))
+        got.append(logits)
+    got = jnp.concatenate(got, axis=1)
+    real = np.asarray(mask, bool)
+    np.testing.assert_allclose(np.asarray(got)[real], np.asarray(full)[real], atol=2e-5, rtol=1e-5)
+    assert int(cache["index"]) == prompt_len + extra
+
+
+def test_segment_ids_pack_independent_sequences(tiny_config, tiny_params):
+    rng = np.random.default_rng(2)
+    a = jnp.asarray(rng.integers(1, 100, (1, 4)), jnp.int32)
+    b = jnp.asarray(rng.integers(1, 100, (1, 3)), jnp.int32)
+    packed = jnp.concatenate([a, b, jnp.zeros((1, 1), jnp.int32)], axis=1)
+    seg = jnp.asarray([[1, 1, 1, 1, 2, 2, 2, 0]], jnp.int32)
+    out, _ = models.forward(tiny_params, packed, config=tiny_config, segment_ids=seg)
+    out_a, _ = models.forward(tiny_params, a, config=tiny_config)
+    out_b, _ = models.forward(tiny_params, b, config=tiny_config)
+    np.testing.assert_allclose(out[:, :4], out_a, atol=1e-5)
+    np.testing.assert_allclose(out[:, 4:7], out_b, atol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(qk_norm=True, qkv_bias=False, family="qwen3"),
+    dict(tie_embeddings=False, qkv_bias=False, family="llama",
+         rope_scaling=("llama3", 8.0, 1.0, 4.0, 16)),
+])
+def test_family_variants_cache_consistency(overrides):
+    cfg = presets.get("tiny", **overrides)
+    params = models.init_params(cfg, jax.random.PRNGKey(3))
+    tokens = jnp.asarray(np.random.default_rng(3).integers(1, 100, (2, 40)), jnp.int32)
+    full, _ = models.forward(params, tokens, config=cfg)
+    cache = models.init_cache(cfg, 2, 40)
+    first, cache = models.forward(params, tokens[:, :39], config=cfg, cache=cache)
+    last, _ = models.forward(params, tokens[:, 39:], config=cfg, cache=cache)
+    np.testing.assert_allclose(jnp.concatenate([first, last], 1), full, atol=2e-5, rtol=1e-5)
+
+
+def test_llama3_rope_scaling_changes_low_frequencies_only():
+    base = presets.get("tiny", rope_theta=500000.0)
+    scaled = base.replace(rope_scaling=("llama3", 8.0, 1.0, 4.0, 64))
+    f0, f1 = transformer.rope_frequencies(base), transformer.rope_frequencies(scaled)
+    assert f1[0] == f0[0]  # Highest frequency untouched.
+    np.testing.assert_allclose(f1[-1], f0[-1] / 8.0)  # Lowest frequency divided by the factor.
+
+
+def test_bf16_compute_and_remat_match_fp32(tiny_config, tiny_params):
+    tokens = jnp.asarray(np.random.default_rng(4).integers(1, 100, (2, 12)), jnp.int32)
+    ref = models.jit_forward(tiny_params, tokens, jnp.ones_like(tokens), config=tiny_config)
+    bf16 = models.jit_forward(tiny_params, tokens, jnp.ones_like(tokens),
+                              config=tiny_config.replace(dtype="bfloat16"))
+    assert bf16.dtype == jnp.float32
+    np.testing.assert_allclose(bf16, ref, atol=0.05)
+
+    def loss(p, cfg):
+        return jnp.sum(models.forward(p, tokens, config=cfg)[0] ** 2)
+
+    g_ref = jax.grad(loss)(tiny_params, tiny_config)
+    for policy in ("full", "dots_no_batch"):
+        g = jax.grad(loss)(tiny_params, tiny_config.replace(remat=policy))
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), g, g_ref)
+
+
+def _naive_logprobs(logits, targets, temperature):
+    logp = jax.nn.log_softmax(np.asarray(logits, np.float64) / temperature, axis=-1)
+    chosen = np.take_along_axis(np.asarray(logp), np.asarray(targets)[..., None], -1)[..., 0]
+    ent = -np.sum(np.exp(logp) * logp, axis=-1)
+    return chosen, ent
+
+
+@pytest.mark.parametrize("chunk_size", [1, 4, 7, 64])
+def test_chunked_logprobs_match_naive(chunk_size):
+    rng = np.random.default_rng(5)
+    hidden = jnp.asarray(rng.normal(size=(3, 10, 16)), jnp.float32)
+    head = jnp.asarray(rng.normal(size=(16, 50)), jnp.float32)
+    targets = jnp.asarray(rng.integers(0, 50, (3, 10)), jnp.int32)
+    logp, ent = models.chunked_logprobs(hidden, targets, head, temperature=0.7,
+                                        chunk_size=chunk_size, with_entropy=True)
+    want_logp, want_ent = _naive_logprobs(np.asarray(hidden) @ np.asarray(head), targets, 0.7)
+    np.testing.assert_allclose(logp, want_logp, atol=1e-4, rtol=1e-5)
+    np.testing.assert_allclose(ent, want_ent, atol=1e-4, rtol=1e-5)
+
+
+def test_chunked_logprobs_gradient_matches_naive():
+    rng = np.random.default_rng(6)
+    hidden = jnp.asarray(rng.normal(size=(2, 9, 8)), jnp.float32)
+    head = jnp.asarray(rng.normal(size=(8, 30)), jnp.float32)
+    targets = jnp.asarray(rng.integers(0, 30, (2, 9)), jnp.int32)
+
+    def chunked(h, w):
+        return jnp.sum(models.chunked_logprobs(h, targets, w, chunk_size=4)[0])
+
+    def naive(h, w):
+        logp = jax.nn.log_softmax(h @ w, axis=-1)
+        return jnp.sum(jnp.take_along_axis(logp, targets[..., None], -1))
+
+    for a, b in zip(jax.grad(chunked, (0, 1))(hidden, head), jax.grad(naive, (0, 1))(hidden, head)):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_chunked_logprobs_never_materialise_full_logits():
+    """The compiled program holds one chunk of logits, not [B, T, V]."""
+    b, t, d, v = 2, 256, 8, 4096
+    hidden = jax.ShapeDtypeStruct((b, t, d), jnp.float32)
+    targets = jax.ShapeDtypeStruct((b, t), jnp.int32)
+    head = jax.ShapeDtypeStruct((d, v), jnp.float32)
+
+    def f(h, tg, w):
+        return jnp.sum(models.chunked_logprobs(h, tg, w, chunk_size=16, with_entropy=True)[0])
+
+    compiled = jax.jit(jax.grad(f)).lower(hidden, targets, head).compile()
+    mem = compiled.memory_analysis()
+    full_logits_bytes = b * t * v * 4
+    assert mem.temp_size_in_bytes < full_logits_bytes / 4, mem
+
+
+def test_sequence_logprobs_align_with_forward(tiny_config, tiny_params):
+    tokens, mask = _left_padded_batch(np.random.default_rng(7), tiny_config.vocab_size, [5, 8], 8)
+    logp, ent = models.sequence_logprobs(tiny_params, tokens, mask, config=tiny_config,
+                                         chunk_size=3, with_entropy=True)
+    logits = models.jit_forward(tiny_params, tokens, mask, config=tiny_config)
+    want, want_ent = _naive_logprobs(logits[:, :-1], tokens[:, 1:], 1.0)
+    np.testing.assert_allclose(logp[:, 1:], want, atol=1e-5)
+    np.testing.assert_allclose(ent[:, 1:], want_ent, atol=1e-4)
+    assert np.all(np.asarray(logp[:, 0]) == 0)
+
+
+def test_value_model_initialises_from_policy(tiny_config, tiny_params):
+    vparams = models.init_value_params(tiny_config, jax.random.PRNGKey(1), tiny_params)
+    tokens = jnp.ones((2, 5), jnp.int32)
+    values = models.value_forward(vparams, tokens, jnp.ones_like(tokens), config=tiny_config)
+    assert values.shape == (2, 5) and values.dtype == jnp.float32
+    np.testing.assert_array_equal(values, 0.0)  # Zero-initialised head.
+    np.testing.assert_array_equal(vparams["trunk"]["embed"], tiny_params["embed"])
+    axes = models.value_logical_axes(tiny_config)
+    assert jax.tree.structure(vparams) == jax.tree.structure(
+        axes, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+    grads = jax.grad(lambda p: jnp.sum(models.value_forward(
+        p, tokens, jnp.ones_like(tokens), config=tiny_config)))(vparams)
+    assert float(jnp.abs(grads["value_head"]["kernel"]).sum()) > 0
+
+
+def test_forward_rejects_bad_input(tiny_config, tiny_params):
+    with pytest.raises(ValueError, match=r"\[B, T\]"):
+        models.forward(tiny_params, jnp.ones((5,), jnp.int32), config=tiny_config)
+    with pytest.raises(ValueError, match="not both"):
+        models.forward(tiny_params, jnp.ones((1, 2), jnp.int32), config=tiny_config,
+                       attention_mask=jnp.ones((1, 2)), segment_ids=jnp.ones((1, 2), jnp.int32))
+    with pytest.raises(ValueError, match="cache"):
+        models.forward(tiny_params, jnp.ones((2, 2), jnp.int32), config=tiny_config,
+                       cache=models.init_cache(tiny_config, 3, 4))
