@@ -1,0 +1,124 @@
+"""Loop-based NumPy references for rlvr_jax.losses (values and hand-derived gradients)."""
+import math
+
+import numpy as np
+
+
+def ppo_clip(logp, old, adv, mask, eps_low, eps_high, dual_clip=None):
+    b, t = logp.shape
+    loss = np.zeros((b, t))
+    low = high = n = 0
+    for i in range(b):
+        for s in range(t):
+            if not mask[i, s]:
+                continue
+            n += 1
+            a = adv[i, s]
+            ratio = math.exp(logp[i, s] - old[i, s])
+            clipped = min(max(ratio, 1 - eps_low), 1 + eps_high)
+            value = max(-a * ratio, -a * clipped)
+            if dual_clip is not None and a < 0:
+                value = min(value, -dual_clip * a)
+            loss[i, s] = value
+            low += ratio < 1 - eps_low and a < 0
+            high += ratio > 1 + eps_high and a > 0
+    return loss, low / max(n, 1), high / max(n, 1)
+
+
+def gspo(logp, old, adv, mask, eps_low, eps_high):
+    """Returns the per-token loss and d(seq-mean-token-mean loss)/d logp of the paper's form."""
+    b, t = logp.shape
+    loss, grad = np.zeros((b, t)), np.zeros((b, t))
+    nonempty = sum(1 for i in range(b) if mask[i].any())
+    for i in range(b):
+        steps = [s for s in range(t) if mask[i, s]]
+        if not steps:
+            continue
+        s_i = math.exp(sum(logp[i, s] - old[i, s] for s in steps) / len(steps))
+        clipped = min(max(s_i, 1 - eps_low), 1 + eps_high)
+        unclipped_wins = -adv[i] * s_i >= -adv[i] * clipped
+        value = max(-adv[i] * s_i, -adv[i] * clipped)
+        for s in steps:
+            loss[i, s] = value
+            # d/dlogp_t of the sequence loss -A s_i is -A s_i / |o_i|; zero if the clip is active.
+            if unclipped_wins:
+                grad[i, s] = -adv[i] * s_i / len(steps) / nonempty
+    return loss, grad
+
+
+def cispo(logp, old, adv, mask, eps_low, eps_high):
+    b, t = logp.shape
+    loss = np.zeros((b, t))
+    for i in range(b):
+        for s in range(t):
+            if mask[i, s]:
+                w = math.exp(logp[i, s] - old[i, s])
+                lo = 0.0 if eps_low is None else 1 - eps_low
+                w = min(max(w, lo), 1 + eps_high)
+                loss[i, s] = -w * adv[i, s] * logp[i, s]
+    return loss
+
+
+def kl(logp, ref, kind):
+    out = np.zeros(logp.shape)
+    for idx in np.ndindex(*logp.shape):
+        d = logp[idx] - ref[idx]
+        out[idx] = {"k1": d, "k2": d * d / 2, "k3": math.exp(-d) - 1 + d}[kind]
+    return out
+
+
+def entropy(logits):
+    flat = logits.reshape(-1, logits.shape[-1])
+    out = []
+    for row in flat:
+        m = max(row)
+        z = sum(math.exp(v - m) for v in row)
+        h = 0.0
+        for v in row:
+            p = math.exp(v - m) / z
+            if p > 0:
+                h -= p * math.log(p)
+        out.append(h)
+    return np.array(out).reshape(logits.shape[:-1])
+
+
+def aggregate(values, mask, mode, num_tokens=None, num_sequences=None, max_len=None):
+    b, t = values.shape
+    rows = []
+    for i in range(b):
+        cnt = sum(1 for s in range(t) if mask[i, s])
+        tot = sum(values[i, s] for s in range(t) if mask[i, s])
+        rows.append((cnt, tot))
+    total = sum(tot for _, tot in rows)
+    nonempty = sum(1 for cnt, _ in rows if cnt > 0)
+    if mode == "token-mean":
+        return total / (num_tokens if num_tokens is not None else max(sum(c for c, _ in rows), 1))
+    if mode == "seq-mean-token-mean":
+        per_seq = sum(tot / cnt for cnt, tot in rows if cnt > 0)
+        return per_seq / (num_sequences if num_sequences is not None else max(nonempty, 1))
+    if mode == "seq-mean-token-sum":
+        return total / (num_sequences if num_sequences is not None else max(nonempty, 1))
+    return total / ((num_sequences if num_sequences is not None else b)
+                    * (max_len if max_len is not None else t))
+
+
+def value_loss(values, old, returns, mask, clip):
+    out = np.zeros(values.shape)
+    for idx in np.ndindex(*values.shape):
+        if not mask[idx]:
+            continue
+        err = (values[idx] - returns[idx]) ** 2
+        if clip is not None:
+            vc = old[idx] + min(max(values[idx] - old[idx], -clip), clip)
+            err = max(err, (vc - returns[idx]) ** 2)
+        out[idx] = 0.5 * err
+    return out
+
+
+def high_entropy_mask(ent, mask, keep_fraction):
+    items = sorted(((-ent[idx], idx) for idx in zip(*np.nonzero(mask))))
+    k = math.ceil(round(keep_fraction * len(items), 6))
+    keep = np.zeros(mask.shape, bool)
+    for _, idx in items[:k]:
+        keep[idx] = True
+    return keep
