@@ -1,0 +1,465 @@
+"""Jit-compiled sampling: prefill once per prompt, decode G completions with a KV cache.
+
+    config = SamplingConfig(temperature=1.0, max_new_tokens=256, num_samples=8,
+                            stop_token_ids=(eos,), pad_id=pad)
+    rollout = generate(params, prompt_tokens, prompt_mask, rng,
+                       model_config=model_config, sampling_config=config)
+
+`generate` is a pure, traceable function (no host callbacks, no shapes that
+depend on values), so a trainer can call it inside its own jitted RL step and
+shard the batch over a mesh through the caller's shardings. `jit_generate` is
+the same function compiled on its own; `sample` is a host-side wrapper that
+checks the prompts' values, pads the prompt length up to a bucket (bounding the
+number of compilations) and calls `jit_generate`.
+
+How it runs:
+  1. Prefill: one forward pass over the P left-padded prompts writes their keys
+     and values into a cache of `Tp + N - 1` slots; the first new token is
+     sampled from the hidden state of each prompt's last real token.
+  2. The cache is repeated G times along the batch (row `p * G + g` is sample
+     g of prompt p), so no prompt is prefilled G times.
+  3. Decode: a `lax.while_loop` feeds one token per row per step and stops when
+     every row has produced a stop token or N tokens. Finished rows are fed
+     `pad_id`, masked out of attention, until the loop ends.
+  Optionally (`cache_window > 0`) decoding runs in phases over a cache that
+  grows by `cache_window` slots per phase, so early steps do not read the empty
+  end of the cache.
+
+Log-probs. `Rollout.logprobs` holds log softmax(logits / temperature) of each
+sampled token, *before* top-k / top-p truncation — the definition the trainer
+uses in `rlvr_jax.models.sequence_logprobs(..., temperature=...)`.
+"""
+import dataclasses
+import functools
+import math
+from typing import Optional, Sequence, Tuple
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlvr_jax.models import transformer
+from rlvr_jax.models.config import ModelConfig
+
+DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+# ----------------------------------------------------------------------------- config
+
+@dataclasses.dataclass(frozen=True)
+class SamplingConfig:
+    """How to sample completions. Frozen and hashable: a static argument of `jax.jit`.
+
+    Attributes:
+      temperature: logits are divided by it before sampling and before the
+        log-probs are taken; must be > 0 (use `greedy=True` for argmax decoding;
+        the log-probs then still use this temperature).
+      top_k: keep only the k most likely tokens (0 = off).
+      top_p: nucleus sampling: keep the smallest set of most likely tokens whose
+        probability reaches top_p (1.0 = off). Applied after top_k.
+      greedy: take the argmax instead of sampling.
+      max_new_tokens: N, the completion length (the loop may stop earlier).
+      stop_token_ids: tokens that end a completion (included in its mask).
+      num_samples: G, completions per prompt.
+      pad_id: token written after a completion ends (and fed to the model).
+      cache_dtype: KV-cache dtype (None = the model's compute dtype).
+      cache_window: if > 0, decode in phases whose cache grows by this many
+        slots, so attention reads only about the filled part (more compiled
+        loop bodies; measure it). 0 = one loop over the full cache.
+      max_length: optional cap on prompt + new tokens (the cache size); longer
+        prompts are rejected by `validate_prompts`.
+    """
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    greedy: bool = False
+    max_new_tokens: int = 64
+    stop_token_ids: Tuple[int, ...] = ()
+    num_samples: int = 1
+    pad_id: int = 0
+    cache_dtype: Optional[str] = None
+    cache_window: int = 0
+    max_length: Optional[int] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0
+                and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r} "
+                             "(use greedy=True for argmax decoding)")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.num_samples < 1:
+            raise ValueError(f"num_samples (G) must be >= 1, got {self.num_samples}")
+        if self.pad_id < 0 or any(t < 0 for t in self.stop_token_ids):
+            raise ValueError("pad_id and stop_token_ids must be non-negative token ids")
+        if self.cache_window < 0:
+            raise ValueError(f"cache_window must be >= 0 (0 = off), got {self.cache_window}")
+        if self.max_length is not None and self.max_length <= self.max_new_tokens:
+            raise ValueError(f"max_length ({self.max_length}) must exceed max_new_tokens "
+                             f"({self.max_new_tokens})")
+        if self.cache_dtype is not None:
+            jnp.dtype(self.cache_dtype)  # Raises on unknown names.
+
+    def replace(self, **changes) -> "SamplingConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+@flax.struct.dataclass
+class Rollout:
+    """Sampled completions (a pytree). B = P * G; row p * G + g is sample g of prompt p.
+
+    Attributes:
+      tokens: [B, N] int32 completion tokens (`pad_id` after the end).
+      mask: [B, N] int32, 1 up to and including the stop token, 0 after.
+      logprobs: [B, N] float32 log softmax(logits / temperature) of each sampled
+        token, before top-k/top-p truncation; 0 where `mask` is 0.
+      lengths: [B] int32 number of completion tokens (= mask.sum(-1)).
+      finished: [B] bool, True if a stop token ended the row, False if it ran
+        out of new tokens.
+      prompt_tokens: [B, Tp] int32 left-padded prompts, each repeated G times.
+      prompt_mask: [B, Tp] int32.
+    """
+    tokens: jax.Array
+    mask: jax.Array
+    logprobs: jax.Array
+    lengths: jax.Array
+    finished: jax.Array
+    prompt_tokens: jax.Array
+    prompt_mask: jax.Array
+
+    def sequences(self) -> Tuple[jax.Array, jax.Array]:
+        """(tokens [B, Tp + N], attention mask [B, Tp + N]): prompt then completion.
+
+        Completion token n sits at column Tp + n, so
+        `sequence_logprobs(params, *rollout.sequences(), ...)[0][:, Tp:]` lines up
+        with `rollout.logprobs`.
+        """
+        return (jnp.concatenate([self.prompt_tokens, self.tokens], axis=1),
+                jnp.concatenate([self.prompt_mask.astype(jnp.int32),
+                                 self.mask.astype(jnp.int32)], axis=1))
+
+
+# ----------------------------------------------------------------------------- one step
+
+def truncated_support(
+    logits: jax.Array, *, top_k: int = 0, top_p: float = 1.0
+) -> Tuple[jax.Array, jax.Array]:
+    """The tokens that top-k / top-p keep, most likely first.
+
+    Args:
+      logits: [B, V] float (already divided by the temperature).
+      top_k: keep the k largest logits (ties broken towards the lower token id);
+        0 = all V.
+      top_p: then keep the smallest prefix whose probability (renormalised over
+        the top-k) reaches top_p; the most likely token is always kept.
+
+    Returns:
+      (values [B, K], ids [B, K] int32) sorted by decreasing logit, with K = top_k
+      (or V); dropped entries have value -inf. This sorts only K entries when
+      top_k is set, and all V when only top_p is.
+    """
+    v = logits.shape[-1]
+    k = v if top_k <= 0 else min(top_k, v)
+    values, ids = jax.lax.top_k(logits, k)
+    if top_p < 1.0:
+        probs = jax.nn.softmax(values.astype(jnp.float32), axis=-1)
+        mass_before = jnp.cumsum(probs, axis=-1) - probs
+        keep = mass_before < top_p
+        keep = keep.at[:, 0].set(True)
+        values = jnp.where(keep, values, -jnp.inf)
+    return values, ids.astype(jnp.int32)
+
+
+def filter_logits(logits: jax.Array, *, top_k: int = 0, top_p: float = 1.0) -> jax.Array:
+    """[B, V] logits with the tokens that top-k / top-p drop set to -inf."""
+    if top_k <= 0 and top_p >= 1.0:
+        return logits
+    values, ids = truncated_support(logits, top_k=top_k, top_p=top_p)
+    rows = jnp.arange(logits.shape[0])[:, None]
+    out = jnp.full_like(logits, -jnp.inf)
+    return out.at[jnp.broadcast_to(rows, ids.shape), ids].set(values.astype(logits.dtype))
+
+
+def sample_tokens(
+    logits: jax.Array,
+    rng: jax.Array,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+) -> Tuple[jax.Array, jax.Array]:
+    """Samples one token per row and returns its untruncated log-prob.
+
+    Without truncation this is one Gumbel-max pass over V (no sort). With top-k
+    it samples among the k largest only; top-p alone needs a sort over V.
+
+    Args:
+      logits: [B, V] (any float dtype; statistics are taken in float32).
+      rng: a PRNG key.
+      temperature: > 0; the log-prob is log softmax(logits / temperature).
+      top_k, top_p: as in `truncated_support` (ignored when greedy).
+      greedy: argmax instead of sampling.
+
+    Returns:
+      (tokens [B] int32, logprobs [B] float32).
+    """
+    scaled = logits.astype(jnp.float32) / temperature
+    if greedy:
+        tokens = jnp.argmax(scaled, axis=-1).astype(jnp.int32)
+    elif top_k <= 0 and top_p >= 1.0:
+        tokens = jax.random.categorical(rng, scaled, axis=-1).astype(jnp.int32)
+    else:
+        values, ids = truncated_support(scaled, top_k=top_k, top_p=top_p)
+        choice = jax.random.categorical(rng, values, axis=-1)
+        tokens = jnp.take_along_axis(ids, choice[:, None], axis=-1)[:, 0]
+    chosen = jnp.take_along_axis(scaled, tokens[:, None], axis=-1)[:, 0]
+    return tokens, chosen - jax.nn.logsumexp(scaled, axis=-1)
+
+
+def _sample(logits, rng, sc: SamplingConfig):
+    return sample_tokens(logits, rng, temperature=sc.temperature, top_k=sc.top_k,
+                         top_p=sc.top_p, greedy=sc.greedy)
+
+
+# ----------------------------------------------------------------------------- input checks
+
+def bucket_length(n: int, buckets: Sequence[int] = DEFAULT_BUCKETS) -> int:
+    """The smallest bucket >= n; beyond the largest, the next multiple of it."""
+    if n < 1:
+        raise ValueError(f"length must be >= 1, got {n}")
+    buckets = sorted(int(b) for b in buckets)
+    if not buckets or buckets[0] < 1:
+        raise ValueError(f"buckets must be positive integers, got {buckets}")
+    for b in buckets:
+        if n <= b:
+            return b
+    return -(-n // buckets[-1]) * buckets[-1]
+
+
+def left_pad(tokens, mask, length: int, pad_id: int = 0):
+    """Pads [P, Tp] prompts on the left to [P, length] (numpy in, numpy out)."""
+    tokens, mask = np.asarray(tokens), np.asarray(mask)
+    extra = length - tokens.shape[1]
+    if extra < 0:
+        raise ValueError(f"cannot pad prompts of length {tokens.shape[1]} down to {length}")
+    return (np.pad(tokens, ((0, 0), (extra, 0)), constant_values=pad_id),
+            np.pad(mask, ((0, 0), (extra, 0))))
+
+
+def _check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config, check_total=True):
+    if not isinstance(model_config, ModelConfig):
+        raise ValueError(f"model_config must be a ModelConfig, got {type(model_config)}")
+    if not isinstance(sampling_config, SamplingConfig):
+        raise ValueError(f"sampling_config must be a SamplingConfig, got {type(sampling_config)}")
+    if prompt_tokens.ndim != 2 or prompt_mask.shape != prompt_tokens.shape:
+        raise ValueError(f"prompt_tokens and prompt_mask must both be [P, Tp]; got "
+                         f"{prompt_tokens.shape} and {prompt_mask.shape}")
+    p, tp = prompt_tokens.shape
+    if p == 0 or tp == 0:
+        raise ValueError(f"empty prompt batch: shape {prompt_tokens.shape}")
+    sc = sampling_config
+    total = tp + sc.max_new_tokens if check_total else 0
+    if sc.max_length is not None and total > sc.max_length:
+        raise ValueError(f"prompt length {tp} + max_new_tokens {sc.max_new_tokens} exceeds "
+                         f"max_length {sc.max_length}")
+    if total > model_config.max_position_embeddings:
+        raise ValueError(f"prompt length {tp} + max_new_tokens {sc.max_new_tokens} exceeds the "
+                         f"model's max_position_embeddings {model_config.max_position_embeddings}")
+    v = model_config.vocab_size
+    if sc.pad_id >= v or any(t >= v for t in sc.stop_token_ids):
+        raise ValueError(f"pad_id / stop_token_ids must be < vocab_size {v}")
+
+
+def validate_prompts(prompt_tokens, prompt_mask, *, model_config: ModelConfig,
+                     sampling_config: SamplingConfig) -> None:
+    """Raises ValueError for prompts `generate` cannot handle (host-side, before tracing).
+
+    Checks the shapes, that every row has at least one real token, that the
+    real tokens are aligned to the end (left padding), that token ids are in
+    the vocabulary, and that the longest prompt + new tokens fit `max_length`
+    and the model's `max_position_embeddings` (columns of pure padding do not
+    count: `sample` trims them).
+    """
+    tokens, mask = np.asarray(prompt_tokens), np.asarray(prompt_mask)
+    _check_shapes(tokens, mask, model_config, sampling_config, check_total=False)
+    real = mask != 0
+    lengths = real.sum(axis=1)
+    if (lengths == 0).any():
+        raise ValueError(f"empty prompts (no real token) in rows {np.flatnonzero(lengths == 0)}")
+    if (np.diff(real.astype(np.int8), axis=1) < 0).any() or not real[:, -1].all():
+        raise ValueError("prompts must be left-padded: padding first, then the real tokens")
+    if ((tokens < 0) | (tokens >= model_config.vocab_size))[real].any():
+        raise ValueError(f"prompt token ids must be in [0, {model_config.vocab_size})")
+    longest = int(lengths.max()) + sampling_config.max_new_tokens
+    if longest > _length_cap(model_config, sampling_config):
+        raise ValueError(f"longest prompt ({lengths.max()}) + max_new_tokens "
+                         f"({sampling_config.max_new_tokens}) exceeds the cache limit "
+                         f"{_length_cap(model_config, sampling_config)} (max_length / the "
+                         "model's max_position_embeddings)")
+
+
+def _length_cap(model_config, sampling_config) -> int:
+    """The largest prompt + new tokens allowed."""
+    cap = model_config.max_position_embeddings
+    if sampling_config.max_length is not None:
+        cap = min(cap, sampling_config.max_length)
+    return cap
+
+
+# ----------------------------------------------------------------------------- generate
+
+def _cache_phases(tp: int, n: int, window: int) -> Tuple[int, ...]:
+    """Cache sizes of the decode phases; the last is Tp + N - 1 (enough for N tokens)."""
+    full = tp + n - 1
+    if window <= 0:
+        return (full,)
+    sizes = list(range(tp + window, full, window)) + [full]
+    return tuple(sizes)
+
+
+def _grow_cache(cache, size):
+    """Pads the cache's slot axis with empty slots up to `size`."""
+    extra = size - cache["mask"].shape[1]
+    if extra == 0:
+        return cache
+    kv_pad = ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0))
+    return {"k": jnp.pad(cache["k"], kv_pad), "v": jnp.pad(cache["v"], kv_pad),
+            "mask": jnp.pad(cache["mask"], ((0, 0), (0, extra))), "index": cache["index"]}
+
+
+def generate(
+    params,
+    prompt_tokens: jax.Array,
+    prompt_mask: jax.Array,
+    rng: jax.Array,
+    *,
+    model_config: ModelConfig,
+    sampling_config: SamplingConfig,
+) -> Rollout:
+    """Samples G completions for each of P prompts; traceable under an outer `jax.jit`.
+
+    Args:
+      params: model parameters (`rlvr_jax.models.init_params` or imported).
+      prompt_tokens: [P, Tp] int32, left-padded.
+      prompt_mask: [P, Tp], 1 for real tokens. Every row needs >= 1 real token
+        (checked by `validate_prompts` / `sample`, which cannot run under jit).
+      rng: PRNG key; the same key gives the same rollout.
+      model_config: the model's config (static).
+      sampling_config: a `SamplingConfig` (static).
+
+    Returns:
+      A `Rollout` with B = P * G rows and N = max_new_tokens columns.
+    """
+    _check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
+    sc, mc = sampling_config, model_config
+    g, n = sc.num_samples, sc.max_new_tokens
+    p, tp = prompt_tokens.shape
+    b = p * g
+    prompt_tokens = prompt_tokens.astype(jnp.int32)
+    prompt_mask = (prompt_mask != 0).astype(jnp.int32)
+    phases = _cache_phases(tp, n, sc.cache_window)
+    stop_ids = jnp.asarray(sc.stop_token_ids or (-1,), jnp.int32)
+
+    def is_stop(tok):
+        if not sc.stop_token_ids:
+            return jnp.zeros(tok.shape, bool)
+        return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+
+    # 1. Prefill the P prompts once; take the hidden state at each last real token.
+    cache = transformer.init_cache(mc, p, phases[0], dtype=sc.cache_dtype)
+    hidden, cache = transformer.forward(params, prompt_tokens, config=mc,
+                                        attention_mask=prompt_mask, cache=cache,
+                                        return_hidden=True)
+    last = jnp.argmax(prompt_mask * jnp.arange(1, tp + 1, dtype=jnp.int32)[None], axis=1)
+    last_hidden = jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
+    head = transformer.head_matrix(params, mc).astype(mc.compute_dtype)
+    first_logits = jnp.einsum("bd,dv->bv", last_hidden, head, preferred_element_type=jnp.float32)
+
+    # 2. Share the prompt cache across its G samples (row p * G + g).
+    def repeat(x, axis):
+        return jnp.repeat(x, g, axis=axis) if g > 1 else x
+
+    cache = {"k": repeat(cache["k"], 1), "v": repeat(cache["v"], 1),
+             "mask": repeat(cache["mask"], 0), "index": cache["index"]}
+    first_logits = repeat(first_logits, 0)
+    rngs = jax.random.split(rng, 2)
+    tok, logp = _sample(first_logits, rngs[0], sc)
+    done = is_stop(tok)
+    tokens = jnp.full((b, n), sc.pad_id, jnp.int32).at[:, 0].set(tok)
+    logps = jnp.zeros((b, n), jnp.float32).at[:, 0].set(logp)
+    masks = jnp.zeros((b, n), jnp.int32).at[:, 0].set(1)
+    step_key = rngs[1]
+
+    # 3. Decode: step t feeds token t - 1 (slot Tp + t - 1) and samples token t.
+    def body(state):
+        t, cache, tok, done, tokens, logps, masks = state
+        active = ~done
+        feed = jnp.where(active, tok, sc.pad_id)
+        logits, cache = transformer.forward(
+            params, feed[:, None], config=mc, attention_mask=active[:, None].astype(jnp.int32),
+            cache=cache)
+        new, logp = _sample(logits[:, 0], jax.random.fold_in(step_key, t), sc)
+        new = jnp.where(active, new, sc.pad_id)
+        logp = jnp.where(active, logp, 0.0)
+        tokens = jax.lax.dynamic_update_slice_in_dim(tokens, new[:, None], t, axis=1)
+        logps = jax.lax.dynamic_update_slice_in_dim(logps, logp[:, None], t, axis=1)
+        masks = jax.lax.dynamic_update_slice_in_dim(
+            masks, active[:, None].astype(jnp.int32), t, axis=1)
+        done = done | is_stop(new)
+        return t + 1, cache, new, done, tokens, logps, masks
+
+    state = (jnp.ones((), jnp.int32), cache, tok, done, tokens, logps, masks)
+    for size in phases:
+        state = (state[0], _grow_cache(state[1], size)) + state[2:]
+        limit = min(n, size - tp + 1)  # Steps t < limit fit in a cache of `size` slots.
+
+        def cond(state, limit=limit):
+            return (state[0] < limit) & ~jnp.all(state[3])
+
+        state = jax.lax.while_loop(cond, body, state)
+    _, _, _, done, tokens, logps, masks = state
+
+    return Rollout(tokens=tokens, mask=masks, logprobs=logps,
+                   lengths=jnp.sum(masks, axis=1, dtype=jnp.int32), finished=done,
+                   prompt_tokens=repeat(prompt_tokens, 0), prompt_mask=repeat(prompt_mask, 0))
+
+
+jit_generate = jax.jit(generate, static_argnames=("model_config", "sampling_config"))
+jit_generate.__doc__ = "`generate` compiled on its own (model and sampling configs are static)."
+
+
+def sample(
+    params,
+    prompt_tokens,
+    prompt_mask,
+    rng: jax.Array,
+    *,
+    model_config: ModelConfig,
+    sampling_config: SamplingConfig,
+    buckets: Optional[Sequence[int]] = DEFAULT_BUCKETS,
+) -> Rollout:
+    """Host-side `generate`: checks the prompts, buckets Tp, then runs `jit_generate`.
+
+    Prompts are left-padded further, up to `bucket_length(Tp, buckets)` (capped
+    by `max_length - max_new_tokens`), so varying prompt lengths reuse a few
+    compiled programs. `buckets=None` keeps Tp as given.
+    """
+    validate_prompts(prompt_tokens, prompt_mask, model_config=model_config,
+                     sampling_config=sampling_config)
+    tokens, mask = np.asarray(prompt_tokens), np.asarray(prompt_mask)
+    cap = _length_cap(model_config, sampling_config) - sampling_config.max_new_tokens
+    target = tokens.shape[1] if buckets is None else bucket_length(tokens.shape[1], buckets)
+    target = min(target, cap)
+    if target < tokens.shape[1]:  # Drop columns that are padding in every row.
+        tokens, mask = tokens[:, tokens.shape[1] - target:], mask[:, mask.shape[1] - target:]
+    tokens, mask = left_pad(tokens, mask, target, sampling_config.pad_id)
+    return jit_generate(params, jnp.asarray(tokens, jnp.int32), jnp.asarray(mask, jnp.int32), rng,
+                        model_config=model_config, sampling_config=sampling_config)
