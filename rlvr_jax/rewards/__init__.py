@@ -1,0 +1,26 @@
+"""Reward functions and audited verifiers.
+
+Host verifiers map ``(completion: str, reference) -> float`` (or a dict with named
+components) and run batched in a :class:`RewardPool`; array helpers (overlong
+penalty, combination) work on ``[B]`` arrays, the overlong penalty also inside jit.
+"""
+from rlvr_jax.rewards.code import SandboxConfig, SandboxResult, code_reward, extract_code, run_tests
+from rlvr_jax.rewards.combine import CombinedReward, RewardTerm, combine_components, reward_metrics
+from rlvr_jax.rewards.consensus import majority_vote_from_completions, majority_vote_rewards
+from rlvr_jax.rewards.format import extract_tag, format_reward
+from rlvr_jax.rewards.length import overlong_penalty, overlong_penalty_jnp, overlong_penalty_np
+from rlvr_jax.rewards.math import (answers_equivalent, extract_answer, extract_boxed,
+                                   get_math_verifier, math_reward, math_verify_available,
+                                   math_verify_reward, normalize_answer)
+from rlvr_jax.rewards.pool import RewardPool
+
+__all__ = [
+    "SandboxConfig", "SandboxResult", "code_reward", "extract_code", "run_tests",
+    "CombinedReward", "RewardTerm", "combine_components", "reward_metrics",
+    "majority_vote_from_completions", "majority_vote_rewards",
+    "extract_tag", "format_reward",
+    "overlong_penalty", "overlong_penalty_jnp", "overlong_penalty_np",
+    "answers_equivalent", "extract_answer", "extract_boxed", "get_math_verifier", "math_reward",
+    "math_verify_available", "math_verify_reward", "normalize_answer",
+    "RewardPool",
+]

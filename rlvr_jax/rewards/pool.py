@@ -1,0 +1,201 @@
+"""Batched host verifiers in a process pool with per-sample timeouts.
+
+A :class:`RewardPool` starts its worker processes once (``forkserver`` or ``spawn``
+context: never ``fork`` from a process that runs JAX threads). Each sample is sent to
+an idle worker; a sample that raises scores 0 and counts as an error, a worker that
+dies (segfault, ``os._exit``) scores 0 and is replaced, and a sample that runs past
+``timeout_s`` scores 0, counts as a timeout and its worker is killed (``SIGKILL``) and
+replaced. ``score`` therefore always returns, within about
+``ceil(B / num_workers) * timeout_s`` plus restart time.
+
+This is also where math-verify gets its timeout: its own ``SIGALRM`` timer only
+works on a main thread, so :func:`rlvr_jax.rewards.math.math_verify_reward` switches
+it off and relies on the pool.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from multiprocessing.connection import wait
+
+import numpy as np
+
+
+def _worker_main(conn, fn):
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        idx, completion, reference = msg
+        try:
+            out = fn(completion, reference)
+            reply = (idx, "ok", out)
+        except BaseException as e:  # noqa: BLE001 - any failure of a verifier is a 0 reward
+            reply = (idx, "error", f"{type(e).__name__}: {str(e)[:200]}")
+        try:
+            conn.send(reply)
+        except Exception as e:  # unpicklable result
+            conn.send((idx, "error", f"result not picklable: {type(e).__name__}"))
+
+
+def _split_output(out) -> tuple[float, dict]:
+    """A verifier returns a float, ``(float, {name: float})`` or ``{"reward": float, name: float}``."""
+    if isinstance(out, dict):
+        if "reward" not in out:
+            raise ValueError("a verifier returning a dict must include 'reward'")
+        comps = {k: float(v) for k, v in out.items() if k != "reward"}
+        return float(out["reward"]), comps
+    if isinstance(out, tuple):
+        return float(out[0]), {k: float(v) for k, v in out[1].items()}
+    return float(out), {}
+
+
+class _Worker:
+    def __init__(self, ctx, fn):
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, fn), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task = None      # sample index in flight
+        self.deadline = None
+
+    def kill(self):
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+
+class RewardPool:
+    """Score completions with a host verifier in ``num_workers`` processes.
+
+    Args:
+      fn: picklable (module-level) ``fn(completion: str, reference) -> float`` (or
+        ``(float, components)`` / ``{"reward": float, **components}``).
+      num_workers: worker processes, started now.
+      timeout_s: wall-clock limit per sample.
+      context: ``"forkserver"`` (default) or ``"spawn"``.
+
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, fn, *, num_workers: int = 2, timeout_s: float = 10.0,
+                 context: str = "forkserver"):
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if context not in ("forkserver", "spawn"):
+            raise ValueError(f"context must be 'forkserver' or 'spawn', got {context!r}")
+        if not callable(fn):
+            raise ValueError("fn must be callable")
+        self.fn = fn
+        self.timeout_s = float(timeout_s)
+        self._ctx = mp.get_context(context)
+        self._workers = [_Worker(self._ctx, fn) for _ in range(num_workers)]
+        self.restarts = 0
+        self._closed = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Stop the workers (politely, then ``SIGKILL`` after a second)."""
+        if self._closed:
+            return
+        self._closed = True
+        for w in self._workers:
+            try:
+                w.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for w in self._workers:
+            w.proc.join(1.0)
+            w.kill()
+        self._workers = []
+
+    def _replace(self, i):
+        self._workers[i].kill()
+        self._workers[i] = _Worker(self._ctx, self.fn)
+        self.restarts += 1
+
+    def score(self, completions: list[str], references: list) -> tuple[np.ndarray, dict]:
+        """Rewards ``float32[B]`` and info: ``errors``, ``timeouts``, ``error_messages``
+        (first 5), ``components`` (``{name: float32[B]}``), ``wall_s``."""
+        if self._closed:
+            raise RuntimeError("RewardPool is closed")
+        if len(completions) != len(references):
+            raise ValueError(f"{len(completions)} completions but {len(references)} references")
+        start = time.monotonic()
+        n = len(completions)
+        rewards = np.zeros((n,), np.float32)
+        comps: dict[str, np.ndarray] = {}
+        errors, timeouts, messages = 0, 0, []
+        pending = list(range(n - 1, -1, -1))  # stack, popped in order 0..n-1
+        done = 0
+        while done < n:
+            for i, w in enumerate(self._workers):
+                if w.task is None and pending:
+                    idx = pending.pop()
+                    try:
+                        w.conn.send((idx, completions[idx], references[idx]))
+                    except (OSError, ValueError) as e:  # dead worker or unpicklable input
+                        errors += 1
+                        done += 1
+                        messages.append(f"sample {idx}: send failed: {type(e).__name__}")
+                        if isinstance(e, OSError):
+                            self._replace(i)
+                        continue
+                    w.task, w.deadline = idx, time.monotonic() + self.timeout_s
+            busy = [w for w in self._workers if w.task is not None]
+            if not busy:
+                continue
+            wait_s = max(0.0, min(w.deadline for w in busy) - time.monotonic())
+            ready = set(wait([w.conn for w in busy], timeout=wait_s))
+            now = time.monotonic()
+            for i, w in enumerate(self._workers):
+                if w.task is None:
+                    continue
+                idx = w.task
+                if w.conn in ready:
+                    try:
+                        _, status, out = w.conn.recv()
+                    except (EOFError, OSError):
+                        errors += 1
+                        messages.append(f"sample {idx}: worker died (exit {w.proc.exitcode})")
+                        self._replace(i)
+                        done += 1
+                        continue
+                    w.task = None
+                    done += 1
+                    if status != "ok":
+                        errors += 1
+                        messages.append(f"sample {idx}: {out}")
+                        continue
+                    try:
+                        value, parts = _split_output(out)
+                    except (TypeError, ValueError, AttributeError, IndexError) as e:
+                        errors += 1
+                        messages.append(f"sample {idx}: bad verifier output: {e}")
+                        continue
+                    if not np.isfinite(value):
+                        errors += 1
+                        messages.append(f"sample {idx}: non-finite reward {value}")
+                        continue
+                    rewards[idx] = value
+                    for k, v in parts.items():
+                        comps.setdefault(k, np.zeros((n,), np.float32))[idx] = v
+                elif now >= w.deadline:
+                    timeouts += 1
+                    messages.append(f"sample {idx}: timed out after {self.timeout_s:g}s")
+                    self._replace(i)
+                    done += 1
+        info = {"errors": errors, "timeouts": timeouts, "error_messages": messages[:5],
+                "components": comps, "wall_s": time.monotonic() - start}
+        return rewards, info
