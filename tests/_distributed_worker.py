@@ -1,0 +1,73 @@
+"""Child process of tests/test_distributed.py: one of N JAX processes on CPU.
+
+Usage: python _distributed_worker.py PORT NUM_PROCESSES PROCESS_ID LOCAL_DEVICES
+Joins the runtime through `rlvr_jax.distributed.initialize`, builds one mesh over
+every process's devices, and prints one JSON line with what it computed.
+"""
+import json
+import os
+import sys
+
+port, num_processes, process_id, local_devices = (int(a) for a in sys.argv[1:5])
+os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={local_devices}"
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import jax  # noqa: E402
+
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
+
+from rlvr_jax import distributed, models, sharding  # noqa: E402
+
+distributed.initialize({"coordinator_address": f"127.0.0.1:{port}",
+                        "num_processes": num_processes, "process_id": process_id,
+                        "initialization_timeout": 60})
+result = {"process_index": jax.process_index(), "process_count": jax.process_count(),
+          "global_devices": jax.device_count(), "local_devices": jax.local_device_count(),
+          "main": distributed.is_main_process()}
+
+# 1. A global array whose rows come from the processes that own them; a global sum.
+global_rows = 4 * jax.device_count()
+full = np.arange(global_rows * 3, dtype=np.float32).reshape(global_rows, 3)
+mesh = sharding.make_mesh({"data": -1, "fsdp": 1, "tensor": 1})
+rules = sharding.get_rules("dp")
+rows = sharding.process_batch_rows(global_rows, mesh, rules=rules)
+batch = sharding.make_global_batch({"x": full[rows]}, mesh, rules=rules)
+total = jax.jit(lambda b: jnp.sum(b["x"] * b["x"]),
+                out_shardings=NamedSharding(mesh, PartitionSpec()))(batch)
+result["rows"] = [rows.start, rows.stop]
+result["sum_sq"] = float(total)
+result["expected_sum_sq"] = float(np.sum(full * full))
+
+# 2. The tiny model under the fsdp_tp preset on a mesh spanning both processes
+#    (fsdp across processes over DCN, tensor within a process): the mean logit
+#    and its single-device value on the same full batch.
+cfg = models.presets.get("tiny", d_model=64, d_ff=128, n_heads=8, n_kv_heads=8,
+                         vocab_size=128)
+params = models.init_params(cfg, jax.random.PRNGKey(0))  # Same seed: same values everywhere.
+specs = models.param_logical_axes(cfg)
+mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": 2, "dcn_fsdp": num_processes})
+rules = sharding.get_rules("fsdp_tp")
+sharded = sharding.shard_params(params, specs, mesh, rules)
+tokens = np.asarray(jax.random.randint(jax.random.PRNGKey(1), (8, 16), 0, cfg.vocab_size))
+rows = sharding.process_batch_rows(tokens.shape[0], mesh, rules=rules)
+global_tokens = sharding.make_global_batch(tokens[rows], mesh, rules=rules)
+with sharding.activate(mesh, rules):
+    stats = jax.jit(
+        lambda p, t: jnp.stack([jnp.mean(models.forward(p, t, config=cfg)[0]),
+                                jnp.mean(jnp.abs(models.forward(p, t, config=cfg)[0]))]),
+        out_shardings=NamedSharding(mesh, PartitionSpec()))(sharded, global_tokens)
+local = models.jit_forward(params, jnp.asarray(tokens), jnp.ones_like(tokens), config=cfg)
+result["mesh"] = dict(mesh.shape)
+result["embed_sharding"] = str(sharded["embed"].sharding.spec)
+result["embed_local_shape"] = list(sharded["embed"].addressable_shards[0].data.shape)
+result["model_stats"] = [float(v) for v in np.asarray(stats)]
+result["single_device_stats"] = [float(jnp.mean(local)), float(jnp.mean(jnp.abs(local)))]
+
+distributed.sync("done")
+print("RESULT " + json.dumps(result), flush=True)
+distributed.shutdown()
