@@ -1,0 +1,391 @@
+"""Prompt datasets and a resumable loader of fixed-shape prompt batches.
+
+Sources (each gives `rlvr_jax.tasks.Example`s, so host verifiers work on every source):
+
+  TaskSource(task, seed=0, split="train", size=None)   synthetic; infinite unless `size`
+  read_jsonl(path, prompt_field=..., answer_field=..., metadata_fields=...) -> ExampleList
+  read_parquet(path, ...)                              needs pyarrow (imported lazily)
+  read_tfds(name, split=..., data_dir=...)             needs tensorflow-datasets +
+                                                       array_record (no TensorFlow): reads
+                                                       the prepared array_record files through
+                                                       `tfds.data_source`
+
+Bad input: a missing field, a line that is not JSON or not UTF-8, or a non-text prompt is a
+ValueError naming the file and row (``on_error="raise"``, the default) or a skipped row
+counted in `ExampleList.stats` (``on_error="skip"``). An empty dataset is a ValueError.
+
+Loader:
+
+    loader = PromptLoader(source, tokenizer, batch_size=P, max_prompt_len=Tp, seed=0)
+    batch = next(loader)          # PromptBatch: tokens [P, Tp] int32 (LEFT padded),
+                                  # lengths [P], answers [P] int32, answer_mask [P],
+                                  # valid [P], examples (list of Example, for host verifiers)
+    state = loader.state()        # small dict of ints: save it with the checkpoint
+    loader.restore(state)         # the next batch is exactly the one that would have followed
+
+Finite sources are reshuffled every epoch with a permutation that depends only on
+(seed, epoch); the stream runs across epoch boundaries (no short batches) unless
+`num_epochs` is set, in which case the last batch is completed with copies marked
+``valid=False`` and iteration then stops. Prompts longer than `max_prompt_len` tokens are
+dropped or truncated (keeping BOS and the last tokens, where the question ends) by
+``overflow="drop" | "truncate"``, and counted in the state; ``overflow="error"`` raises.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from rlvr_jax.tasks import base as task_base
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+# ---------------------------------------------------------------------------------------
+# sources
+# ---------------------------------------------------------------------------------------
+class TaskSource:
+    """Examples of a synthetic task: example i is ``task.example(i, seed=seed, split=split)``.
+
+    Infinite (``len`` is None) unless `size` is given. Shuffling does not apply (the
+    generator already draws at random), so a loader over it walks i = 0, 1, 2, ...
+    """
+
+    def __init__(self, task: task_base.Task, *, seed: int = 0, split: str = "train",
+                 size: int | None = None):
+        task_base.check_split(split)
+        if size is not None and size <= 0:
+            raise ValueError(f"size must be positive, got {size}")
+        self.task, self.seed, self.split, self.size = task, seed, split, size
+
+    def __len__(self):
+        if self.size is None:
+            raise TypeError("an infinite TaskSource has no length")
+        return self.size
+
+    @property
+    def finite(self) -> bool:
+        return self.size is not None
+
+    def __getitem__(self, i: int) -> task_base.Example:
+        return self.task.example(int(i), seed=self.seed, split=self.split)
+
+
+class ExampleList:
+    """A finite, random-access list of examples plus the counts of skipped rows."""
+
+    finite = True
+
+    def __init__(self, examples: Sequence[task_base.Example], *, name: str = "examples",
+                 stats: dict[str, int] | None = None):
+        self.examples, self.name = list(examples), name
+        self.stats = dict(stats or {})
+        if not self.examples:
+            raise ValueError(f"dataset {name} is empty" + (f" (skipped rows: {self.stats})"
+                                                           if any(self.stats.values()) else ""))
+
+    def __len__(self):
+        return len(self.examples)
+
+    def __getitem__(self, i):
+        return self.examples[int(i)]
+
+
+def _answer_value(answer: str) -> int | None:
+    text = answer.strip().replace(",", "")
+    if text.lstrip("-").isdigit() and text.isascii():
+        value = int(text)
+        if INT32_MIN <= value <= INT32_MAX:
+            return value
+    return None
+
+
+def _to_text(value, what: str) -> str:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _RowError("bad_utf8", f"{what} is not valid UTF-8 ({e.reason} at byte {e.start})")
+    if isinstance(value, str):
+        return value
+    if what.startswith("prompt"):
+        raise _RowError("bad_type", f"{what} must be text, got {type(value).__name__}")
+    return str(value)
+
+
+class _RowError(Exception):
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
+
+
+def records_to_examples(records: Iterable[dict], *, name: str, prompt_field: str = "prompt",
+                        answer_field: str = "answer", metadata_fields: Sequence[str] | str = (),
+                        on_error: str = "raise", first_row: int = 0) -> ExampleList:
+    """Turn dict records into an `ExampleList`.
+
+    Args:
+      records: dicts (bytes values are decoded as UTF-8).
+      name: used in error messages and example keys.
+      prompt_field, answer_field: field names.
+      metadata_fields: names copied into `Example.meta`, or "*" for every other field.
+      on_error: "raise" (ValueError naming the row) or "skip" (count in `.stats`).
+      first_row: number of the first record in messages and keys.
+    """
+    return _convert(enumerate(records, start=first_row), name=f"{name} row", prompt_field=prompt_field,
+                    answer_field=answer_field, metadata_fields=metadata_fields,
+                    on_error=on_error, key_prefix=name)
+
+
+def _convert(numbered, *, name, prompt_field, answer_field, metadata_fields, on_error,
+             key_prefix) -> ExampleList:
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    stats = {"missing_field": 0, "bad_utf8": 0, "bad_json": 0, "bad_type": 0}
+    examples = []
+    for row, rec in numbered:
+        try:
+            if isinstance(rec, _RowError):
+                raise rec
+            missing = [f for f in (prompt_field, answer_field) if f not in rec]
+            if missing:
+                raise _RowError("missing_field", f"missing field(s) {missing}; has {sorted(rec)}")
+            prompt = _to_text(rec[prompt_field], f"prompt field {prompt_field!r}")
+            answer = _to_text(rec[answer_field], f"answer field {answer_field!r}")
+            if metadata_fields == "*":
+                meta_names = [k for k in rec if k not in (prompt_field, answer_field)]
+            else:
+                meta_names = list(metadata_fields)
+                absent = [f for f in meta_names if f not in rec]
+                if absent:
+                    raise _RowError("missing_field", f"missing metadata field(s) {absent}")
+            meta = {k: (_to_text(rec[k], f"field {k!r}") if isinstance(rec[k], bytes) else rec[k])
+                    for k in meta_names}
+        except _RowError as e:
+            if on_error == "raise":
+                raise ValueError(f"{name} {row}: {e}") from None
+            stats[e.kind] += 1
+            continue
+        examples.append(task_base.Example(
+            prompt=prompt, answer=answer, solution="", task=key_prefix, key=f"{key_prefix}:{row}",
+            split="", answer_value=_answer_value(answer), meta=meta))
+    return ExampleList(examples, name=name, stats=stats)
+
+
+def _read_jsonl_records(path: pathlib.Path):
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.strip():
+                yield None
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield _RowError("bad_utf8", f"line is not valid UTF-8 ({e.reason} at byte {e.start})")
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                yield _RowError("bad_json", f"not JSON: {e.msg}")
+                continue
+            yield rec if isinstance(rec, dict) else _RowError("bad_json", "line is not a JSON object")
+
+
+def read_jsonl(path, *, prompt_field: str = "prompt", answer_field: str = "answer",
+               metadata_fields: Sequence[str] | str = (), on_error: str = "raise") -> ExampleList:
+    """Examples from a JSON-lines file (one object per line; blank lines ignored; rows are
+    numbered from 1 as lines)."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise ValueError(f"JSONL file not found: {path}")
+    numbered = ((line, rec) for line, rec in enumerate(_read_jsonl_records(path), start=1)
+                if rec is not None)
+    return _convert(numbered, name=f"{path} line", prompt_field=prompt_field,
+                    answer_field=answer_field, metadata_fields=metadata_fields,
+                    on_error=on_error, key_prefix=path.name)
+
+
+def read_parquet(path, *, prompt_field: str = "prompt", answer_field: str = "answer",
+                 metadata_fields: Sequence[str] | str = (), on_error: str = "raise") -> ExampleList:
+    """Examples from a Parquet file (needs pyarrow; rows numbered from 0)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise ValueError("reading Parquet needs pyarrow: pip install pyarrow") from e
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise ValueError(f"Parquet file not found: {path}")
+    records = pq.read_table(path).to_pylist()
+    return records_to_examples(records, name=str(path), prompt_field=prompt_field,
+                               answer_field=answer_field, metadata_fields=metadata_fields,
+                               on_error=on_error)
+
+
+def read_tfds(name: str, *, split: str = "train", data_dir: str | None = None,
+              prompt_field: str = "prompt", answer_field: str = "answer",
+              metadata_fields: Sequence[str] | str = (), on_error: str = "raise") -> ExampleList:
+    """Examples from a prepared TFDS dataset, by builder name, through its array_record
+    files (`tfds.data_source`; no TensorFlow). The dataset must have been prepared with
+    ``file_format="array_record"``; text features arrive as bytes and are decoded as UTF-8.
+    Needs ``pip install tensorflow-datasets array_record importlib_resources`` (the
+    ``tfds`` extra)."""
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as e:
+        raise ValueError("reading TFDS needs the tfds extra: pip install tensorflow-datasets "
+                         "array_record importlib_resources") from e
+    source = tfds.data_source(name, split=split, data_dir=data_dir)
+    records = (source[i] for i in range(len(source)))
+    return records_to_examples(records, name=f"tfds:{name}/{split}", prompt_field=prompt_field,
+                               answer_field=answer_field, metadata_fields=metadata_fields,
+                               on_error=on_error)
+
+
+# ---------------------------------------------------------------------------------------
+# loader
+# ---------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class PromptBatch:
+    """A fixed-shape batch of P prompts.
+
+    tokens [P, Tp] int32 left-padded with pad_id; lengths [P] int32; answers [P] int32
+    (integer answers, 0 where `answer_mask` is False); answer_mask [P] bool; valid [P] bool
+    (False only for filler rows of the final batch when `num_epochs` is set); examples: the
+    P `Example`s (after any chat template, the prompt text is in `texts`).
+    """
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    answers: np.ndarray
+    answer_mask: np.ndarray
+    valid: np.ndarray
+    examples: list
+    texts: list
+
+
+class PromptLoader:
+    """Deterministic, resumable iterator of `PromptBatch`es (see module docstring).
+
+    Args:
+      source: a `TaskSource` or `ExampleList` (or anything with __getitem__, `finite`, len).
+      tokenizer: a `rlvr_jax.data.tokenizers.Tokenizer`.
+      batch_size: P.
+      max_prompt_len: Tp, the fixed prompt width (including BOS).
+      seed: shuffling seed for finite sources.
+      shuffle: reshuffle finite sources every epoch.
+      overflow: "drop", "truncate" or "error" for prompts longer than Tp.
+      chat_template: optional `ChatTemplate` (or template string) applied to each prompt.
+      add_bos: prepend BOS when the tokenizer has one.
+      num_epochs: stop after this many passes over a finite source (None: forever).
+    """
+
+    def __init__(self, source, tokenizer, *, batch_size: int, max_prompt_len: int, seed: int = 0,
+                 shuffle: bool = True, overflow: str = "drop", chat_template=None,
+                 add_bos: bool = True, num_epochs: int | None = None):
+        if batch_size <= 0 or max_prompt_len <= 0:
+            raise ValueError("batch_size and max_prompt_len must be positive")
+        if overflow not in ("drop", "truncate", "error"):
+            raise ValueError(f"overflow must be 'drop', 'truncate' or 'error', got {overflow!r}")
+        finite = getattr(source, "finite", True)
+        if finite and len(source) == 0:
+            raise ValueError("empty dataset")
+        if num_epochs is not None and (not finite or num_epochs <= 0):
+            raise ValueError("num_epochs needs a finite source and a positive value")
+        if isinstance(chat_template, str):
+            from rlvr_jax.data.tokenizers import ChatTemplate
+            chat_template = ChatTemplate(chat_template)
+        self.source, self.tokenizer, self.finite = source, tokenizer, finite
+        self.batch_size, self.max_prompt_len, self.seed = batch_size, max_prompt_len, seed
+        self.shuffle, self.overflow, self.chat_template = shuffle, overflow, chat_template
+        self.add_bos = add_bos and tokenizer.bos_id is not None
+        self.num_epochs = num_epochs
+        self._state = {"epoch": 0, "index": 0, "dropped": 0, "truncated": 0}
+        self._perm_epoch, self._perm = None, None
+
+    # -- position --------------------------------------------------------------------------
+    def state(self) -> dict[str, int]:
+        """The position: {"epoch", "index", "dropped", "truncated"} (plain ints)."""
+        return dict(self._state)
+
+    def restore(self, state: dict[str, int]) -> None:
+        missing = {"epoch", "index", "dropped", "truncated"} - set(state)
+        if missing:
+            raise ValueError(f"loader state misses {sorted(missing)}")
+        self._state = {k: int(state[k]) for k in ("epoch", "index", "dropped", "truncated")}
+
+    def _source_index(self, epoch: int, index: int) -> int:
+        if not self.finite or not self.shuffle:
+            return index
+        if self._perm_epoch != epoch:
+            rng = np.random.default_rng([int(self.seed) & 0xFFFFFFFF, epoch])
+            self._perm, self._perm_epoch = rng.permutation(len(self.source)), epoch
+        return int(self._perm[index])
+
+    # -- tokenisation ----------------------------------------------------------------------
+    def encode_prompt(self, example) -> tuple[str, list[int] | None, bool]:
+        """(text, ids, truncated) of one prompt after the overflow policy; ids is None when
+        the prompt is dropped."""
+        text = example.prompt
+        if self.chat_template is not None:
+            text = self.chat_template.render(text)
+        ids = self.tokenizer.encode(text, add_bos=self.add_bos)
+        limit = self.max_prompt_len
+        if len(ids) <= limit:
+            return text, ids, False
+        if self.overflow == "error":
+            raise ValueError(f"prompt {example.key!r} has {len(ids)} tokens > max_prompt_len={limit}")
+        if self.overflow == "drop":
+            return text, None, False
+        head = ids[:1] if self.add_bos else []
+        return text, head + ids[len(ids) - (limit - len(head)):], True
+
+    # -- iteration -------------------------------------------------------------------------
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> PromptBatch:
+        st = dict(self._state)
+        rows, texts = [], []
+        scanned_since_keep = 0
+        while len(rows) < self.batch_size:
+            if self.finite and st["index"] >= len(self.source):
+                st["epoch"] += 1
+                st["index"] = 0
+            if self.num_epochs is not None and st["epoch"] >= self.num_epochs:
+                break
+            ex = self.source[self._source_index(st["epoch"], st["index"])]
+            st["index"] += 1
+            text, ids, truncated = self.encode_prompt(ex)
+            if ids is None:
+                st["dropped"] += 1
+                scanned_since_keep += 1
+                if self.finite and scanned_since_keep > len(self.source):
+                    raise ValueError(f"every prompt exceeds max_prompt_len={self.max_prompt_len}"
+                                     f" tokens ({st['dropped']} dropped)")
+                if not self.finite and scanned_since_keep > 10_000:
+                    raise ValueError("10000 prompts in a row exceed max_prompt_len="
+                                     f"{self.max_prompt_len}")
+                continue
+            st["truncated"] += int(truncated)
+            scanned_since_keep = 0
+            rows.append((ex, ids))
+            texts.append(text)
+        if not rows:
+            self._state = st
+            raise StopIteration
+        valid = np.zeros((self.batch_size,), bool)
+        valid[:len(rows)] = True
+        while len(rows) < self.batch_size:  # final batch of a finite run: filler rows
+            rows.append(rows[-1])
+            texts.append(texts[-1])
+        self._state = st
+        examples = [ex for ex, _ in rows]
+        tokens, lengths = self.tokenizer.pad_left([ids for _, ids in rows], pad_to=self.max_prompt_len)
+        answer_mask = np.array([ex.answer_value is not None for ex in examples], bool)
+        answers = np.array([ex.answer_value if ex.answer_value is not None else 0
+                            for ex in examples], np.int32)
+        return PromptBatch(tokens=tokens, lengths=lengths, answers=answers,
+                           answer_mask=answer_mask, valid=valid, examples=examples, texts=texts)
