@@ -145,7 +145,7 @@ def normalize_answer(answer) -> str:
     become trailing words), ``1{,}000``/``1,000`` become ``1000``, ``x = 3`` becomes
     ``3``, ``\\%`` becomes ``%``; whitespace is collapsed and a trailing period dropped.
     """
-    s = str(answer).strip()
+    s = str(answer).strip().replace("\u2212", "-").replace("\u2013", "-")
     s = s.replace("{,}", ",").replace("\\$", " ").replace("\\%", "%")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     for _ in range(3):
@@ -234,7 +234,7 @@ def _latex_to_plain(s: str) -> str:
     return "".join(out)
 
 
-_TOKEN = re.compile(r"\s*(?:(\d+\.\d*|\.\d+|\d+)|([a-zA-Z]+)|(\*\*|[-+*/^()%]))")
+_TOKEN = re.compile(r"\s*(?:((?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+(?![\d.]))?)|([a-zA-Z]+)|(\*\*|[-+*/^()%]))")
 _FUNCS = {"sqrt", "ln", "log", "sin", "cos", "tan", "exp"}
 _CONSTS = {"pi", "inf", "e"}
 
@@ -599,11 +599,11 @@ def math_verify_reward(completion: str, reference) -> float:
 
     math-verify's own timeouts (``SIGALRM``) are disabled here; run this inside a
     :class:`~rlvr_jax.rewards.pool.RewardPool`, which kills a worker that hangs.
-    The reference is parsed as ``$reference$`` unless it already contains ``$`` or a box.
+    The reference is parsed as ``$reference$`` unless it already has a math delimiter or a box.
     """
     mv = _import_math_verify()
     ref = str(reference)
-    if "$" not in ref and "\\boxed" not in ref:
+    if not re.search(r"(?<!\\)\$", ref) and "\\boxed" not in ref:
         ref = f"${ref}$"
     gold = mv.parse(ref, parsing_timeout=None)
     pred = mv.parse(completion, parsing_timeout=None)

@@ -1,0 +1,51 @@
+"""Measure the false-negative / false-positive rates of the math verifiers.
+
+    python scripts/audit_verifier.py [--pairs tests/data/answer_pairs.jsonl]
+                                     [--update-doc docs/verifiers.md]
+
+Prints a markdown report; with --update-doc, replaces the text between
+``<!-- audit:start -->`` and ``<!-- audit:end -->`` in that file.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from rlvr_jax.rewards import audit, math as rmath  # noqa: E402
+
+START, END = "<!-- audit:start -->", "<!-- audit:end -->"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--pairs", default=os.path.join(here, "tests", "data", "answer_pairs.jsonl"))
+    parser.add_argument("--update-doc", default=None)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=10.0)
+    args = parser.parse_args()
+    pairs = audit.load_pairs(args.pairs)
+    verifiers = {"rule (rlvr_jax)": rmath.math_reward}
+    if rmath.math_verify_available():
+        verifiers["math-verify 0.9"] = rmath.math_verify_reward
+    else:
+        print("math-verify is not installed: auditing the rule verifier only "
+              "(pip install 'rlvr_jax[math]')", file=sys.stderr)
+    results = {name: audit.audit(pairs, fn, num_workers=args.workers, timeout_s=args.timeout)
+               for name, fn in verifiers.items()}
+    report = audit.markdown_report(results)
+    print(report)
+    if args.update_doc:
+        with open(args.update_doc, encoding="utf-8") as f:
+            text = f.read()
+        if START not in text or END not in text:
+            raise SystemExit(f"{args.update_doc} has no {START} ... {END} block")
+        head, rest = text.split(START, 1)
+        tail = rest.split(END, 1)[1]
+        with open(args.update_doc, "w", encoding="utf-8") as f:
+            f.write(head + START + "\n" + report + END + tail)
+
+
+if __name__ == "__main__":
+    main()
