@@ -3,6 +3,7 @@ import jax
 import jax.numpy as jnp
 
 
+@jax.jit
 def entropy(logits):
     """Entropy of the categorical distribution given by `logits`, over the last axis.
 
@@ -15,7 +16,7 @@ def entropy(logits):
       logits: `[..., V]`, any float dtype (bf16 is upcast to float32).
 
     Returns:
-      `[...]` float32 entropies in nats.
+      `[...]` float32 entropies in nats (jitted: one compiled program per input shape).
     """
     z = jnp.asarray(logits).astype(jnp.float32)
     z_max = jax.lax.stop_gradient(jnp.max(z, axis=-1, keepdims=True))
