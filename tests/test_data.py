@@ -88,8 +88,12 @@ def test_task_source_batches_verify_on_device(tok):
     batch = next(loader)
     assert all(e.split == "test" for e in batch.examples)
     np.testing.assert_array_equal(batch.answers, tasks.answers_array(batch.examples))
-    comp, _ = tok.encode_batch([e.solution for e in batch.examples], add_bos=False)
-    mask = comp != tok.pad_id
+    comp, mask = datasets.completion_arrays([e.solution for e in batch.examples], tok, max_len=24)
+    assert (comp[np.arange(8), mask.sum(1) - 1] == tok.eos_id).all()
+    full = np.concatenate([batch.tokens, comp], axis=1)   # sampler layout: [P, Tp + Tc]
+    assert tok.decode(full[0], stop_at_eos=True) == batch.examples[0].prompt + batch.examples[0].solution
+    with pytest.raises(ValueError, match="max_len"):
+        datasets.completion_arrays(["1 2 3 4 5 6 #### 7"], tok, max_len=5)
     rewards = np.asarray(tasks.make_token_verifier(tok)(comp, mask, batch.answers))
     np.testing.assert_array_equal(rewards, np.ones(8, np.float32))
 

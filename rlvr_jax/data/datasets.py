@@ -389,3 +389,28 @@ class PromptLoader:
                             for ex in examples], np.int32)
         return PromptBatch(tokens=tokens, lengths=lengths, answers=answers,
                            answer_mask=answer_mask, valid=valid, examples=examples, texts=texts)
+
+
+def completion_arrays(texts: Sequence[str], tokenizer, *, max_len: int,
+                      add_eos: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded completion targets (e.g. worked solutions for supervised warm-up).
+
+    Concatenated after a `PromptBatch`'s left-padded `tokens` ([P, Tp] ++ [P, Tc]) this is
+    the layout a sampler produces: the prompt ends at column Tp-1, the completion starts at
+    Tp. A completion longer than `max_len` (EOS included) is a ValueError.
+
+    Returns:
+      tokens [P, Tc] int32 (pad_id after the end), mask [P, Tc] bool (True on completion
+      tokens, EOS included).
+    """
+    if not len(texts):
+        raise ValueError("empty batch")
+    tokens = np.full((len(texts), max_len), tokenizer.pad_id, np.int32)
+    mask = np.zeros((len(texts), max_len), bool)
+    for row, text in enumerate(texts):
+        ids = tokenizer.encode(text, add_eos=add_eos)
+        if len(ids) > max_len:
+            raise ValueError(f"completion {row} has {len(ids)} tokens > max_len={max_len}")
+        tokens[row, :len(ids)] = ids
+        mask[row, :len(ids)] = True
+    return tokens, mask
