@@ -1,0 +1,74 @@
+"""Convert between a Hugging Face directory and an orbax params directory.
+
+    python scripts/convert_checkpoint.py hf-to-orbax  HF_DIR  OUT_DIR [--param-dtype bfloat16]
+    python scripts/convert_checkpoint.py orbax-to-hf  OUT_DIR HF_DIR  [--dtype bfloat16]
+                                                                      [--max-shard-bytes N]
+
+An orbax params directory holds `params/` (the parameter pytree, written by
+orbax's StandardCheckpointer) and `model_config.json` (the `ModelConfig` fields).
+"""
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+import orbax.checkpoint as ocp
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from rlvr_jax.models import hf  # noqa: E402
+from rlvr_jax.models.config import ModelConfig  # noqa: E402
+
+
+def save_orbax(params, config: ModelConfig, out_dir: str) -> None:
+    """Writes `out_dir/params` (orbax) and `out_dir/model_config.json`."""
+    out_dir = os.path.abspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(os.path.join(out_dir, "params"), params)
+    checkpointer.wait_until_finished()
+    with open(os.path.join(out_dir, "model_config.json"), "w") as f:
+        json.dump(dataclasses.asdict(config), f, indent=2)
+
+
+def load_orbax(in_dir: str):
+    """(ModelConfig, params) from a directory written by `save_orbax`."""
+    in_dir = os.path.abspath(in_dir)
+    with open(os.path.join(in_dir, "model_config.json")) as f:
+        fields = json.load(f)
+    if fields.get("rope_scaling") is not None:
+        fields["rope_scaling"] = tuple(fields["rope_scaling"])
+    config = ModelConfig(**fields)
+    params = ocp.StandardCheckpointer().restore(os.path.join(in_dir, "params"))
+    return config, params
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    to_orbax = sub.add_parser("hf-to-orbax", help="Hugging Face directory -> orbax params")
+    to_orbax.add_argument("hf_dir")
+    to_orbax.add_argument("out_dir")
+    to_orbax.add_argument("--param-dtype", default="float32")
+    to_orbax.add_argument("--dtype", default="bfloat16", help="compute dtype stored in the config")
+    to_hf = sub.add_parser("orbax-to-hf", help="orbax params -> Hugging Face directory")
+    to_hf.add_argument("in_dir")
+    to_hf.add_argument("hf_dir")
+    to_hf.add_argument("--dtype", default="bfloat16", help="tensor dtype on disk")
+    to_hf.add_argument("--max-shard-bytes", type=int, default=5 * 2**30)
+    args = parser.parse_args(argv)
+
+    if args.command == "hf-to-orbax":
+        config, params = hf.load_hf_checkpoint(args.hf_dir, dtype=args.dtype,
+                                               param_dtype=args.param_dtype)
+        save_orbax(params, config, args.out_dir)
+        print(f"{config.family}: {config.num_params():,} parameters -> {args.out_dir}")
+    else:
+        config, params = load_orbax(args.in_dir)
+        hf.save_hf_checkpoint(params, config, args.hf_dir, dtype=args.dtype,
+                              max_shard_bytes=args.max_shard_bytes)
+        print(f"{config.family}: {config.num_params():,} parameters -> {args.hf_dir}")
+
+
+if __name__ == "__main__":
+    main()
