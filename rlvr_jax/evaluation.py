@@ -44,7 +44,7 @@ def pass_at_k(n, c, k, *, max_n=None):
     dtype = jnp.result_type(float)
     n, c, k = (jnp.asarray(x).astype(dtype) for x in (n, c, k))
     n, c, k = jnp.broadcast_arrays(n, c, k)
-    j = jnp.arange(max_n, dtype=dtype)
+    j = jnp.arange(max_n, dtype=dtype).reshape((1,) * n.ndim + (max_n,))
     i = n[..., None] - j                       # the factors i = n, n-1, ..., n-c+1
     use = (j < c[..., None]) & (i > k[..., None])
     terms = jnp.where(use, jnp.log1p(-k[..., None] / jnp.where(use, i, 1.0)), 0.0)
