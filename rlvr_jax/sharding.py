@@ -207,8 +207,6 @@ def _fit_to_shape(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh) -> Part
         while names and size % math.prod(mesh.shape[a] for a in names):
             names = names[:-1]
         fitted.append(None if not names else names[0] if len(names) == 1 else names)
-    while fitted and fitted[-1] is None:
-        fitted.pop()
     return PartitionSpec(*fitted)
 
 
@@ -229,7 +227,10 @@ def logical_to_mesh_spec(logical: Optional[PartitionSpec], rules: Rules,
         if mesh is None:
             raise ValueError("shape fitting needs the mesh")
         spec = _fit_to_shape(spec, shape, mesh)
-    return spec
+    spec = list(spec)
+    while spec and spec[-1] is None:  # P("x", None) == P("x") in meaning, not in ==.
+        spec.pop()
+    return PartitionSpec(*spec)
 
 
 def _is_spec(x) -> bool:
