@@ -65,8 +65,7 @@ def _family(cfg: Dict[str, Any]) -> str:
 def _rope(cfg: Dict[str, Any]) -> Tuple[float, Optional[Tuple]]:
     """(rope_theta, rope_scaling tuple or None) from either config style."""
     params = cfg.get("rope_parameters")
-    if isinstance(params, dict) and "rope_theta" not in params and params and all(
-            isinstance(v, dict) for v in params.values()):
+    if isinstance(params, dict) and any(isinstance(v, dict) for v in params.values()):
         raise ValueError("per-layer-type rope_parameters are not supported")
     if params is not None:  # transformers 5: theta inside the dict.
         scaling = dict(params)
@@ -120,7 +119,8 @@ def config_from_hf(config: Union[Dict[str, Any], str, os.PathLike], *, dtype: st
         raise ValueError("sliding-window attention (use_sliding_window=True) is not supported")
     layer_types = cfg.get("layer_types") or []
     if any(t != "full_attention" for t in layer_types):
-        raise ValueError(f"only full attention layers are supported, got {sorted(set(layer_types))}")
+        raise ValueError(
+            f"only full attention layers are supported, got {sorted(set(layer_types))}")
     rope_theta, rope_scaling = _rope(cfg)
     try:
         d_model, n_heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
