@@ -26,14 +26,15 @@ def main():
     parser.add_argument("--timeout", type=float, default=10.0)
     args = parser.parse_args()
     pairs = audit.load_pairs(args.pairs)
-    verifiers = {"rule (rlvr_jax)": rmath.math_reward}
+    verifiers = {"rule (rlvr_jax)": (rmath.math_reward, ())}
     if rmath.math_verify_available():
-        verifiers["math-verify 0.9"] = rmath.math_verify_reward
+        verifiers["math-verify 0.9"] = (rmath.math_verify_reward, ("math_verify",))
     else:
         print("math-verify is not installed: auditing the rule verifier only "
               "(pip install 'rlvr_jax[math]')", file=sys.stderr)
-    results = {name: audit.audit(pairs, fn, num_workers=args.workers, timeout_s=args.timeout)
-               for name, fn in verifiers.items()}
+    results = {name: audit.audit(pairs, fn, num_workers=args.workers, timeout_s=args.timeout,
+                                 preload=preload)
+               for name, (fn, preload) in verifiers.items()}
     report = audit.markdown_report(results)
     print(report)
     if args.update_doc:

@@ -37,7 +37,8 @@ def as_completion(candidate: str) -> str:
     return f"So the final answer is $\\boxed{{{candidate}}}$."
 
 
-def audit(pairs: list[dict], verifier, *, num_workers: int = 2, timeout_s: float = 10.0) -> dict:
+def audit(pairs: list[dict], verifier, *, num_workers: int = 2, timeout_s: float = 10.0,
+          preload: tuple = ()) -> dict:
     """Run ``verifier(completion, reference)`` on every pair.
 
     Returns ``{"fn_rate", "fp_rate", "accuracy", "n_pos", "n_neg", "errors", "timeouts",
@@ -45,7 +46,8 @@ def audit(pairs: list[dict], verifier, *, num_workers: int = 2, timeout_s: float
     """
     comps = [as_completion(p["candidate"]) for p in pairs]
     refs = [p["reference"] for p in pairs]
-    with RewardPool(verifier, num_workers=num_workers, timeout_s=timeout_s) as pool:
+    with RewardPool(verifier, num_workers=num_workers, timeout_s=timeout_s,
+                    preload=preload) as pool:
         rewards, info = pool.score(comps, refs)
     verdict = rewards > 0.5
     labels = np.array([p["equivalent"] for p in pairs])

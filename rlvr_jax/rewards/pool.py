@@ -21,7 +21,11 @@ from multiprocessing.connection import wait
 import numpy as np
 
 
-def _worker_main(conn, fn):
+def _worker_main(conn, fn, preload):
+    import importlib
+    for name in preload:
+        importlib.import_module(name)
+    conn.send(("ready",))  # ``fn`` (and its module) is loaded: per-sample clocks start now
     while True:
         try:
             msg = conn.recv()
@@ -54,13 +58,15 @@ def _split_output(out) -> tuple[float, dict]:
 
 
 class _Worker:
-    def __init__(self, ctx, fn):
+    def __init__(self, ctx, fn, preload):
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker_main, args=(child, fn), daemon=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, fn, preload), daemon=True)
         self.proc.start()
         child.close()
         self.task = None      # sample index in flight
         self.deadline = None
+        self.ready = False
+        self.started = time.monotonic()
 
     def kill(self):
         if self.proc.is_alive():
@@ -78,12 +84,17 @@ class RewardPool:
       num_workers: worker processes, started now.
       timeout_s: wall-clock limit per sample.
       context: ``"forkserver"`` (default) or ``"spawn"``.
+      startup_timeout_s: how long a (re)started worker may take to import ``fn``; a worker
+        that fails to start raises RuntimeError (a set-up error, not a sample's fault).
+      preload: modules each worker imports before it is ready (e.g. ``("math_verify",)``),
+        so that a lazy import does not count against the first sample's timeout.
 
     Use as a context manager, or call :meth:`close`.
     """
 
     def __init__(self, fn, *, num_workers: int = 2, timeout_s: float = 10.0,
-                 context: str = "forkserver"):
+                 context: str = "forkserver", startup_timeout_s: float = 120.0,
+                 preload: tuple = ()):
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if timeout_s <= 0:
@@ -94,8 +105,10 @@ class RewardPool:
             raise ValueError("fn must be callable")
         self.fn = fn
         self.timeout_s = float(timeout_s)
+        self.startup_timeout_s = float(startup_timeout_s)
         self._ctx = mp.get_context(context)
-        self._workers = [_Worker(self._ctx, fn) for _ in range(num_workers)]
+        self._preload = tuple(preload)
+        self._workers = [_Worker(self._ctx, fn, self._preload) for _ in range(num_workers)]
         self.restarts = 0
         self._closed = False
 
@@ -122,8 +135,21 @@ class RewardPool:
 
     def _replace(self, i):
         self._workers[i].kill()
-        self._workers[i] = _Worker(self._ctx, self.fn)
+        self._workers[i] = _Worker(self._ctx, self.fn, self._preload)
         self.restarts += 1
+
+    def _check_started(self, w, has_message, now):
+        if has_message:
+            try:
+                w.conn.recv()
+                w.ready = True
+                return
+            except (EOFError, OSError):
+                w.proc.join(1.0)
+                raise RuntimeError(f"reward worker failed to start (exit code {w.proc.exitcode}); "
+                                   "is the verifier a picklable module-level function?") from None
+        if now >= w.started + self.startup_timeout_s:
+            raise RuntimeError(f"reward worker did not start within {self.startup_timeout_s:g}s")
 
     def score(self, completions: list[str], references: list) -> tuple[np.ndarray, dict]:
         """Rewards ``float32[B]`` and info: ``errors``, ``timeouts``, ``error_messages``
@@ -141,7 +167,7 @@ class RewardPool:
         done = 0
         while done < n:
             for i, w in enumerate(self._workers):
-                if w.task is None and pending:
+                if w.ready and w.task is None and pending:
                     idx = pending.pop()
                     try:
                         w.conn.send((idx, completions[idx], references[idx]))
@@ -153,13 +179,18 @@ class RewardPool:
                             self._replace(i)
                         continue
                     w.task, w.deadline = idx, time.monotonic() + self.timeout_s
-            busy = [w for w in self._workers if w.task is not None]
-            if not busy:
+            waiting = [w for w in self._workers if w.task is not None or not w.ready]
+            if not waiting:
                 continue
-            wait_s = max(0.0, min(w.deadline for w in busy) - time.monotonic())
-            ready = set(wait([w.conn for w in busy], timeout=wait_s))
+            deadlines = [w.deadline if w.ready else w.started + self.startup_timeout_s
+                         for w in waiting]
+            ready = set(wait([w.conn for w in waiting],
+                             timeout=max(0.0, min(deadlines) - time.monotonic())))
             now = time.monotonic()
             for i, w in enumerate(self._workers):
+                if not w.ready:
+                    self._check_started(w, w.conn in ready, now)
+                    continue
                 if w.task is None:
                     continue
                 idx = w.task
