@@ -16,6 +16,9 @@ import jax  # noqa: E402
 
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+if os.environ.get("RLVR_JAX_CACHE_DIR"):  # The test suite's persistent compile cache.
+    jax.config.update("jax_compilation_cache_dir", os.environ["RLVR_JAX_CACHE_DIR"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
