@@ -1,0 +1,36 @@
+"""`scripts/benchmark.py sample` runs on the tiny preset and prints the documented JSON."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SAMPLE_KEYS = {"benchmark", "preset", "dtype", "prompts", "samples", "sequences", "prompt_len",
+               "new_tokens", "force_length", "generated_tokens", "tokens_per_s", "total_s",
+               "prefill_ms", "decode_step_ms", "device_kind", "platform", "jax_version"}
+
+
+def test_sample_benchmark_prints_json():
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               JAX_COMPILATION_CACHE_DIR=str(jax.config.jax_compilation_cache_dir or ""))
+    cmd = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "sample", "--preset", "tiny",
+           "--prompts", "4", "--samples", "2", "--prompt-len", "8", "--new-tokens", "16",
+           "--force-length", "--repeats", "1"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert SAMPLE_KEYS <= set(result)
+    assert result["sequences"] == 8
+    assert result["generated_tokens"] == 4 * 2 * 16  # --force-length: exactly N per row.
+    assert result["tokens_per_s"] > 0 and result["total_s"] > 0
+    assert result["prefill_ms"] > 0 and result["decode_step_ms"] >= 0
+    assert result["platform"] == "cpu"
+
+
+def test_benchmark_requires_a_subcommand():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "sample" in proc.stderr
