@@ -379,19 +379,26 @@ def process_batch_rows(global_batch_size: int, mesh: Mesh,
 
 
 def make_global_batch(local_batch: Any, mesh: Mesh, spec: Any = None, *,
-                      rules: Optional[Rules] = None) -> Any:
-    """Builds global `jax.Array`s from each process's slice of the batch.
+                      rules: Optional[Rules] = None,
+                      same_on_all_processes: bool = False) -> Any:
+    """Builds global `jax.Array`s from per-process host data.
 
-    Every process passes its own rows (all processes the same local shape);
-    the global leading dim is the sum over processes. Single-process, this is a
-    sharded `device_put`.
+    Two ways to feed a multi-process mesh:
+      * each process loads only its rows (`process_batch_rows` says which; all
+        processes the same number): the global leading dim is the sum over
+        processes. This is the default.
+      * `same_on_all_processes=True`: every process holds the whole global
+        batch (e.g. a synthetic task generated from a shared seed); each device
+        takes its rows from it.
+    With one process both are a sharded `device_put`.
 
     Args:
-      local_batch: pytree of host arrays, leading dim = this process's rows.
+      local_batch: pytree of host arrays with a leading batch dim.
       mesh: the global mesh.
       spec: a mesh-axis `PartitionSpec` for every leaf (or a pytree of them);
         default: the leading dim sharded by the `batch` rule of `rules`.
       rules: used when `spec` is None (default: the "fsdp" preset).
+      same_on_all_processes: see above.
 
     Returns:
       The same pytree of global arrays, sharded by `spec`.
@@ -406,9 +413,10 @@ def make_global_batch(local_batch: Any, mesh: Mesh, spec: Any = None, *,
         x = np.asarray(x)
         if x.ndim == 0:
             raise ValueError("batch leaves must have a leading batch dimension")
-        return jax.make_array_from_process_local_data(NamedSharding(mesh, s), x)
+        return jax.make_array_from_process_local_data(
+            NamedSharding(mesh, s), x, x.shape if same_on_all_processes else None)
 
-    return jax.tree.map(build, local_batch, spec, is_leaf=lambda s: isinstance(s, PartitionSpec))
+    return jax.tree.map(build, local_batch, spec)
 
 
 # ----------------------------------------------------------------------------- checks

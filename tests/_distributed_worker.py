@@ -57,8 +57,8 @@ mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": 2, "dcn_fsdp": num_p
 rules = sharding.get_rules("fsdp_tp")
 sharded = sharding.shard_params(params, specs, mesh, rules)
 tokens = np.asarray(jax.random.randint(jax.random.PRNGKey(1), (8, 16), 0, cfg.vocab_size))
-rows = sharding.process_batch_rows(tokens.shape[0], mesh, rules=rules)
-global_tokens = sharding.make_global_batch(tokens[rows], mesh, rules=rules)
+# Every process generated the same full batch: each device takes its rows.
+global_tokens = sharding.make_global_batch(tokens, mesh, rules=rules, same_on_all_processes=True)
 with sharding.activate(mesh, rules):
     stats = jax.jit(
         lambda p, t: jnp.stack([jnp.mean(models.forward(p, t, config=cfg)[0]),

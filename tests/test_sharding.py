@@ -250,6 +250,9 @@ def test_make_global_batch_single_process():
     assert out["tokens"].sharding.spec == P(("data", "fsdp"))
     assert out["tokens"].addressable_shards[0].data.shape == (2, 5)
     np.testing.assert_array_equal(np.asarray(out["reward"]), local["reward"])
+    same = sharding.make_global_batch(local, mesh, same_on_all_processes=True)
+    np.testing.assert_array_equal(np.asarray(same["tokens"]), local["tokens"])
+    assert same["tokens"].sharding == out["tokens"].sharding
     replicated = sharding.make_global_batch(local, mesh, P())
     assert replicated["tokens"].addressable_shards[0].data.shape == (16, 5)
     with pytest.raises(ValueError, match="leading batch"):
