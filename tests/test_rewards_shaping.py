@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax.rewards import combine, consensus, format as fmt, length
+from rlvr_jax.rewards import combine, consensus, format as fmt, length, noise
 from rlvr_jax.rewards.math import math_reward
 
 
@@ -151,3 +151,23 @@ def test_combine_components_arrays_and_jit_lengths():
         combine.combine_components({"correct": correct}, {"format": 1.0})
     with pytest.raises(ValueError, match="shapes"):
         combine.combine_components({"a": correct, "b": correct[:2]}, {"a": 1.0})
+
+
+# ---------------------------------------------------------------- noise correction
+
+@pytest.mark.parametrize("fn_rate,fp_rate", [(0.1, 0.0), (0.2, 0.05), (0.0, 0.3)])
+def test_noise_corrected_reward_is_unbiased(fn_rate, fp_rate):
+    corrected = noise.noise_corrected_reward(np.array([0.0, 1.0], np.float32),
+                                             fn_rate=fn_rate, fp_rate=fp_rate)
+    # E[r~ | r=1] = (1-fn) r~(1) + fn r~(0);  E[r~ | r=0] = fp r~(1) + (1-fp) r~(0)
+    assert (1 - fn_rate) * corrected[1] + fn_rate * corrected[0] == pytest.approx(1.0, abs=1e-6)
+    assert fp_rate * corrected[1] + (1 - fp_rate) * corrected[0] == pytest.approx(0.0, abs=1e-6)
+    jitted = jax.jit(lambda r: noise.noise_corrected_reward(r, fn_rate=fn_rate, fp_rate=fp_rate))
+    np.testing.assert_allclose(jitted(jnp.array([0.0, 1.0])), corrected, rtol=1e-6)
+
+
+def test_noise_corrected_reward_bad_rates():
+    with pytest.raises(ValueError):
+        noise.noise_corrected_reward([1.0], fn_rate=0.6, fp_rate=0.5)
+    with pytest.raises(ValueError):
+        noise.noise_corrected_reward([1.0], fn_rate=-0.1)

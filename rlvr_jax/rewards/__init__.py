@@ -12,6 +12,7 @@ from rlvr_jax.rewards.length import overlong_penalty, overlong_penalty_jnp, over
 from rlvr_jax.rewards.math import (answers_equivalent, extract_answer, extract_boxed,
                                    get_math_verifier, math_reward, math_verify_available,
                                    math_verify_reward, normalize_answer)
+from rlvr_jax.rewards.noise import noise_corrected_reward
 from rlvr_jax.rewards.pool import RewardPool
 
 __all__ = [
@@ -22,5 +23,5 @@ __all__ = [
     "overlong_penalty", "overlong_penalty_jnp", "overlong_penalty_np",
     "answers_equivalent", "extract_answer", "extract_boxed", "get_math_verifier", "math_reward",
     "math_verify_available", "math_verify_reward", "normalize_answer",
-    "RewardPool",
+    "noise_corrected_reward", "RewardPool",
 ]
