@@ -367,3 +367,20 @@ def test_rollout_is_a_pytree():
     assert int(doubled.lengths[0]) == 2 * n
     tokens, mask = rollout.sequences()
     assert tokens.shape == (b, tp + n) and mask.shape == (b, tp + n)
+
+
+def test_batch_sharded_over_a_mesh_gives_the_same_rollout(tiny_params, tiny_config,
+                                                          greedy_rollout, greedy_config):
+    """Prompts sharded over a 3-device data axis (the caller's shardings), params replicated."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as PS
+    mesh = Mesh(np.array(jax.devices()[:3]), ("data",))
+    batch = NamedSharding(mesh, PS("data"))
+    replicated = NamedSharding(mesh, PS())
+    run = jax.jit(
+        lambda p, t, m, r: sampling.generate(p, t, m, r, model_config=tiny_config,
+                                             sampling_config=greedy_config),
+        in_shardings=(replicated, batch, batch, replicated), out_shardings=batch)
+    rollout = run(tiny_params, PROMPTS, PROMPT_MASK, jax.random.PRNGKey(0))
+    assert rollout.tokens.sharding.spec == PS("data")
+    np.testing.assert_array_equal(rollout.tokens, greedy_rollout.tokens)
+    np.testing.assert_allclose(rollout.logprobs, greedy_rollout.logprobs, atol=1e-5)
