@@ -1,0 +1,124 @@
+"""The default experiment configuration (ml_collections) that every config file starts from.
+
+Usage in `configs/x.py`:
+
+    from rlvr_jax.train.config import default_config
+    def get_config():
+        config = default_config(algorithm="dapo")
+        config.rl.steps = 200
+        return config
+
+The returned config is locked: setting a key that does not exist (in the file
+or with `--config.rl.lr=...` on the command line) raises an error naming it.
+"""
+import ml_collections
+
+from rlvr_jax.train import algorithms
+
+
+def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
+    """All settings with their defaults, the `algorithm` preset applied, locked."""
+    c = ml_collections.ConfigDict()
+    c.seed = 0                       # Seeds parameters, data order and sampling.
+
+    c.model = ml_collections.ConfigDict()
+    c.model.preset = "tiny"          # A name from rlvr_jax.models.presets.
+    c.model.hf_checkpoint = ""       # A local Hugging Face directory; overrides preset shapes.
+    c.model.vocab_size = 0           # 0: the tokenizer's vocabulary size (for `tiny`).
+    c.model.d_model = 0              # 0 keeps the preset's value (same for the next five).
+    c.model.n_layers = 0
+    c.model.n_heads = 0
+    c.model.n_kv_heads = 0
+    c.model.head_dim = 0
+    c.model.d_ff = 0
+    c.model.dtype = "float32"        # Compute dtype ("bfloat16" on accelerators).
+    c.model.param_dtype = "float32"
+    c.model.remat = "none"           # none | full | dots | dots_no_batch.
+
+    c.tokenizer = "builtin"          # "builtin", a .model file, tokenizer.json or an HF dir.
+
+    c.data = ml_collections.ConfigDict()
+    c.data.source = "task"           # task | jsonl | parquet | tfds.
+    c.data.task = "arithmetic"       # For source=task: arithmetic | countdown | sorting.
+    c.data.task_kwargs = ml_collections.ConfigDict(
+        dict(ops=("add",), min_digits=1, max_digits=2, style="steps"))
+    c.data.path = ""                 # File path (jsonl/parquet) or TFDS builder name.
+    c.data.prompt_field = "prompt"
+    c.data.answer_field = "answer"
+    c.data.max_prompt_len = 16       # Tp: prompts are left-padded to it; longer ones...
+    c.data.overflow = "drop"         # ...are dropped, truncated or an error.
+    c.data.chat_template = ""        # Optional template applied to every prompt.
+
+    c.reward = ml_collections.ConfigDict()
+    c.reward.verifier = "auto"       # auto | token (on device) | task (host) | math (host).
+    c.reward.num_workers = 2         # Host verifier processes.
+    c.reward.timeout_s = 5.0
+
+    c.sampling = ml_collections.ConfigDict()
+    c.sampling.temperature = 1.0
+    c.sampling.top_k = 0
+    c.sampling.top_p = 1.0
+    c.sampling.max_new_tokens = 16   # N.
+
+    c.sft = ml_collections.ConfigDict()  # Supervised warm-up on worked solutions.
+    c.sft.steps = 0
+    c.sft.batch_size = 64
+    c.sft.learning_rate = 3e-3
+    c.sft.warmup_steps = 20
+
+    c.rl = ml_collections.ConfigDict()
+    c.rl.algorithm = algorithm
+    c.rl.steps = 100
+    c.rl.num_prompts = 16            # P: groups per update.
+    c.rl.num_samples = 8             # G: completions per prompt.
+    c.rl.oversample = 1.0            # P' = oversample · P prompts are sampled (dynamic sampling).
+    c.rl.learning_rate = 1e-3
+    c.rl.warmup_steps = 0
+    c.rl.schedule = "constant"       # constant | cosine.
+    c.rl.weight_decay = 0.0
+    c.rl.max_grad_norm = 1.0
+    c.rl.advantage = "grpo"          # grpo | rloo | grpo_passk | ngrpo | w_reinforce.
+    c.rl.advantage_scale = "group"   # group | batch | none.
+    c.rl.advantage_eps = 1e-6
+    c.rl.positive_weight = 1.0       # Weight of positive advantages (0: negative samples only).
+    c.rl.negative_weight = 1.0
+    c.rl.policy_loss = "ppo_clip"    # ppo_clip | gspo | cispo | reinforce.
+    c.rl.eps_low = 0.2
+    c.rl.eps_high = 0.2
+    c.rl.dual_clip = 0.0             # > 1 enables dual clip; 0 disables.
+    c.rl.aggregation = "seq-mean-token-mean"
+    c.rl.kl_coef = 0.0               # > 0 keeps a frozen reference model.
+    c.rl.kl_kind = "k3"
+    c.rl.kl_in_reward = False
+    c.rl.entropy_coef = 0.0
+    c.rl.entropy_keep_fraction = 1.0  # 0.2: train only on the top-20% entropy tokens.
+    c.rl.epochs = 1                  # μ.
+    c.rl.minibatches = 1
+    c.rl.microbatches = 1
+    c.rl.dynamic_sampling = False
+    c.rl.overlong_buffer = 0         # DAPO soft overlong penalty; 0 disables.
+    c.rl.overlong_penalty = 1.0
+    c.rl.tis_cap = 0.0               # > 0: truncated importance sampling cap.
+    c.rl.logprob_chunk = 128
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.every = 25                # RL steps between held-out evaluations (0: only at the end).
+    c.eval.num_prompts = 500         # Held-out prompts (test split).
+    c.eval.batch_size = 250
+    c.eval.k = 1                     # > 1 adds sampled pass@k and maj@k.
+    c.eval.temperature = 1.0         # For pass@k sampling (pass@1 is greedy).
+
+    c.mesh = ml_collections.ConfigDict()
+    c.mesh.data = 1                  # Sizes of the mesh axes; one may be -1 (the rest).
+    c.mesh.fsdp = -1
+    c.mesh.tensor = 1
+    c.mesh.dcn_data = 1              # Multi-slice / multi-host factors (see docs/architecture.md).
+    c.mesh.dcn_fsdp = 1
+    c.mesh.dcn_tensor = 1
+    c.mesh.rules = "fsdp"            # dp | fsdp | fsdp_tp.
+    c.mesh.num_devices = 0           # 0: all devices; n: the first n (e.g. 1 for a CPU test).
+
+    c.log_every = 1
+    algorithms.apply(c.rl, algorithm)
+    c.lock()
+    return c
