@@ -413,6 +413,14 @@ def make_global_batch(local_batch: Any, mesh: Mesh, spec: Any = None, *,
         x = np.asarray(x)
         if x.ndim == 0:
             raise ValueError("batch leaves must have a leading batch dimension")
+        if same_on_all_processes or jax.process_count() == 1:
+            entry = s[0] if len(s) else None
+            names = () if entry is None else (entry,) if isinstance(entry, str) else entry
+            shards = math.prod(mesh.shape[a] for a in names)
+            if x.shape[0] % shards:
+                raise ValueError(
+                    f"batch dim {x.shape[0]} is not divisible by {shards}, the number of "
+                    f"shards of mesh axes {names}; pick batch sizes divisible by it")
         return jax.make_array_from_process_local_data(
             NamedSharding(mesh, s), x, x.shape if same_on_all_processes else None)
 

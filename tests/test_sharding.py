@@ -255,5 +255,7 @@ def test_make_global_batch_single_process():
     assert same["tokens"].sharding == out["tokens"].sharding
     replicated = sharding.make_global_batch(local, mesh, P())
     assert replicated["tokens"].addressable_shards[0].data.shape == (16, 5)
+    with pytest.raises(ValueError, match="not divisible by 8"):
+        sharding.make_global_batch({"x": np.zeros((12, 3))}, mesh)
     with pytest.raises(ValueError, match="leading batch"):
         sharding.make_global_batch({"x": np.float32(1.0)}, mesh, P())
