@@ -52,6 +52,8 @@ def test_isolation_is_reported():
     if IS_ROOT:  # CI and these machines: every layer must be active
         assert iso["user_dropped"] and iso["uid"] != 0
         assert iso["net"] and iso["fs"] and iso["pid"], iso
+        strict = rc.SandboxConfig(timeout_s=2.0, require_isolation=True)
+        assert rc.run_tests("def add(a, b):\n    return a + b\n", ADD_TESTS, config=strict).all_passed
     else:
         assert iso["uid"] == os.getuid()
 

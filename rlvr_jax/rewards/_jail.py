@@ -118,6 +118,9 @@ def main():
     iso = {"net": False, "fs": False, "pid": False, "proc": False,
            "user_dropped": os.geteuid() == 0}
     _setup_namespaces(cfg, iso)
+    if cfg.get("require_isolation") and not all(iso[k] for k in ("net", "fs", "pid", "user_dropped")):
+        sys.stderr.write(f"sandbox isolation incomplete: {iso}\n")
+        os._exit(96)  # nothing was run
     pid = os.fork()
     if pid == 0:
         try:

@@ -53,7 +53,8 @@ class SandboxConfig:
       user: unprivileged user to run as when the caller is root.
       python: interpreter for the sandbox; default: ``sys.executable`` when not root,
         else the first system ``python3`` the unprivileged user can execute.
-      require_isolation: raise instead of running when a namespace could not be created.
+      require_isolation: raise RuntimeError (without running the program) when a namespace
+        or the user drop could not be set up.
     """
     timeout_s: float = 5.0
     memory_mb: int = 512
@@ -183,6 +184,7 @@ def run_tests(program: str, tests: list, *, config: SandboxConfig = SandboxConfi
     cfg = {
         "uid": uid, "gid": gid, "python": python, "harness": _harness_source(),
         "fd": results.fileno(), "workdir": fallback_dir, "disk_mb": config.disk_mb,
+        "require_isolation": config.require_isolation,
         "limits": {"memory_mb": config.memory_mb,
                    "cpu_s": config.cpu_s or math.ceil(config.timeout_s) + 1,
                    "output_bytes": config.output_bytes, "open_files": config.open_files,
@@ -235,9 +237,8 @@ def run_tests(program: str, tests: list, *, config: SandboxConfig = SandboxConfi
                 passed.add(idx)
         elif rest == "done":
             done = True
-    if config.require_isolation and isolation and not all(
-            isolation.get(k) for k in ("net", "fs", "pid", "user_dropped")):
-        raise RuntimeError(f"sandbox isolation incomplete: {isolation}")
+    if proc.returncode == 96 and config.require_isolation:
+        raise RuntimeError(f"sandbox isolation incomplete, program not run: {tail.strip()}")
     status = "timeout" if timed_out else ("ok" if done else "crashed")
     return SandboxResult(passed=len(passed), total=len(tests), status=status,
                          isolation=isolation, wall_s=wall, output_tail=tail)
