@@ -257,6 +257,16 @@ def logical_to_mesh_sharding(logical_specs: Any, mesh: Mesh, rules: Rules,
         logical_specs, shapes, is_leaf=_is_spec)
 
 
+def cache_logical_axes() -> dict:
+    """Logical specs of a `models.init_cache` KV cache.
+
+    k, v: [L, B, S, Hkv, Dh] → (layers, batch, length, kv_heads, kv);
+    mask: [B, S] → (batch, length); index: scalar, replicated.
+    """
+    kv = PartitionSpec("layers", "batch", "length", "kv_heads", "kv")
+    return {"k": kv, "v": kv, "mask": PartitionSpec("batch", "length"), "index": PartitionSpec()}
+
+
 def shard_params(params: Any, logical_specs: Any, mesh: Mesh, rules: Rules) -> Any:
     """Places a parameter pytree on `mesh` (`jax.device_put` with `NamedSharding`s).
 

@@ -259,3 +259,25 @@ def test_make_global_batch_single_process():
         sharding.make_global_batch({"x": np.zeros((12, 3))}, mesh)
     with pytest.raises(ValueError, match="leading batch"):
         sharding.make_global_batch({"x": np.float32(1.0)}, mesh, P())
+
+
+def test_sharded_kv_cache_prefill_matches_single_device(cfg, params, specs, batch):
+    tokens, mask = batch
+    mesh, rules, placed = _placed("fsdp_tp", params, specs)
+    cache = models.init_cache(cfg, tokens.shape[0], 16)
+    cache_specs = sharding.cache_logical_axes()
+    assert jax.tree.structure(cache_specs) == jax.tree.structure(cache)
+    sharded_cache = sharding.shard_params(cache, cache_specs, mesh, rules)
+    # k/v: batch over fsdp (data=1), KV heads over tensor.
+    assert sharded_cache["k"].sharding.spec == P(None, ("data", "fsdp"), None, "tensor")
+    global_batch = sharding.make_global_batch((tokens, mask), mesh, rules=rules)
+
+    def prefill(p, c, t, m):
+        logits, new_cache = models.forward(p, t, config=cfg, attention_mask=m, cache=c)
+        return logits[:, -1], new_cache["k"]
+
+    with sharding.activate(mesh, rules):
+        logits, k = jax.jit(prefill)(placed, sharded_cache, *global_batch)
+    ref_logits, ref_k = jax.jit(prefill)(params, cache, tokens, mask)
+    np.testing.assert_allclose(np.asarray(logits), np.asarray(ref_logits), atol=2e-5, rtol=2e-5)
+    np.testing.assert_allclose(np.asarray(k), np.asarray(ref_k), atol=2e-5, rtol=2e-5)
