@@ -1,46 +1,127 @@
-"""Metrics to `metrics.jsonl` (one JSON object per line) and a progress bar."""
+"""Metrics to `metrics.jsonl` (one JSON object per line), TensorBoard events and a progress bar."""
 import json
+import logging
 import math
 import os
 import sys
 import time
-from typing import Dict
+from typing import Dict, Optional
 
 from tqdm.auto import tqdm
 
+_log = logging.getLogger("rlvr_jax")
 
-class MetricsWriter:
-    """Appends `{"step": s, "phase": ..., "time": ..., **metrics}` lines to workdir/metrics.jsonl.
 
-    Only the main process writes on multi-host runs (pass `enabled=False` elsewhere).
-    Non-finite floats are written as null so every line stays valid JSON.
+class TensorBoardScalars:
+    """Scalar TensorBoard events in `logdir`, with the metric names kept verbatim as tags.
+
+    (`tensorboardX.SummaryWriter.add_scalar` would rename `eval/pass@1` to `eval/pass_1`;
+    TensorBoard itself accepts any tag, so the Summary proto is written directly.)
     """
 
-    def __init__(self, workdir: str, *, enabled: bool = True, filename: str = "metrics.jsonl"):
+    def __init__(self, logdir: str):
+        from tensorboardX import FileWriter
+        from tensorboardX.proto.summary_pb2 import Summary
+        self._summary = Summary
+        self._writer = FileWriter(logdir)
+
+    def add_scalars(self, step: int, metrics: Dict[str, float], *, walltime: float) -> None:
+        values = [self._summary.Value(tag=k, simple_value=float(v)) for k, v in metrics.items()]
+        self._writer.add_summary(self._summary(value=values), int(step), walltime)
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def tensorboard_writer(logdir: str) -> Optional[TensorBoardScalars]:
+    """A `TensorBoardScalars` on `logdir`, or None (with a one-line notice) when the optional
+    `tensorboardX` package (the `viz` extra) is not installed."""
+    try:
+        return TensorBoardScalars(logdir)
+    except ImportError:
+        _log.warning("tensorboardX is not installed (pip install 'rlvr_jax[viz]'); "
+                     "writing metrics.jsonl only")
+        return None
+
+
+class MetricsWriter:
+    """Appends `{"step": s, "phase": ..., "time": ..., **metrics}` lines to workdir/metrics.jsonl
+    and, when `tensorboard` is on and tensorboardX is installed, writes every metric as a
+    TensorBoard scalar (tag = metric name, e.g. `eval/pass@1`) to event files in `workdir`.
+
+    Only the main process writes on multi-host runs (pass `enabled=False` elsewhere).
+    Non-finite floats are written as null in the JSONL so every line stays valid JSON
+    (TensorBoard receives them as NaN/Inf).
+    """
+
+    def __init__(self, workdir: str, *, enabled: bool = True, filename: str = "metrics.jsonl",
+                 tensorboard: bool = True):
         self.enabled = enabled
         self.path = os.path.join(workdir, filename)
         self._file = open(self.path, "a", encoding="utf-8") if enabled else None
+        self._tb = tensorboard_writer(workdir) if enabled and tensorboard else None
+
+    @property
+    def tensorboard(self) -> Optional[TensorBoardScalars]:
+        """The TensorBoard writer, or None when TensorBoard logging is off."""
+        return self._tb
 
     def write(self, step: int, metrics: Dict[str, float], *, phase: str = "rl") -> None:
         if not self.enabled:
             return
-        record = {"step": int(step), "phase": phase, "time": time.time()}
-        for key, value in metrics.items():
-            value = float(value)
+        now = time.time()
+        record = {"step": int(step), "phase": phase, "time": now}
+        values = {key: float(value) for key, value in metrics.items()}
+        for key, value in values.items():
             record[key] = value if math.isfinite(value) else None
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
+        if self._tb is not None:
+            self._tb.add_scalars(step, values, walltime=now)
+            self._tb.flush()
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
 
 
 def read_metrics(path: str) -> list:
     """The records of a metrics.jsonl file (a list of dicts)."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def read_tensorboard_scalars(logdir: str) -> Dict[str, list]:
+    """`{tag: [(step, value), ...]}` from the event files in `logdir` (needs tensorboardX).
+
+    A small reader for tests and scripts that avoids the full `tensorboard` package: event
+    files are TFRecord streams (8-byte length, 4-byte CRC, payload, 4-byte CRC) of `Event`
+    protos.
+    """
+    import struct
+
+    from tensorboardX.proto import event_pb2
+    out: Dict[str, list] = {}
+    names = sorted(n for n in os.listdir(logdir) if n.startswith("events.out.tfevents"))
+    for name in names:
+        with open(os.path.join(logdir, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + 12 <= len(data):
+            (length,) = struct.unpack("<Q", data[pos:pos + 8])
+            event = event_pb2.Event()
+            event.ParseFromString(data[pos + 12:pos + 12 + length])
+            pos += 12 + length + 4
+            for value in event.summary.value:
+                out.setdefault(value.tag, []).append((int(event.step), float(value.simple_value)))
+    return out
 
 
 def progress_bar(total: int, desc: str):

@@ -1,0 +1,70 @@
+"""MetricsWriter: JSONL lines, TensorBoard scalars beside them, process-0-only writing."""
+import importlib.util
+import json
+import logging
+import math
+import os
+import sys
+
+import pytest
+
+from rlvr_jax.train.logging import MetricsWriter, read_metrics, read_tensorboard_scalars
+
+HAS_TBX = importlib.util.find_spec("tensorboardX") is not None
+
+
+def _events(path):
+    return [n for n in os.listdir(path) if n.startswith("events.out.tfevents")]
+
+
+def test_jsonl_lines_and_non_finite_as_null(tmp_path):
+    w = MetricsWriter(str(tmp_path), tensorboard=False)
+    w.write(1, {"train/loss": 0.5, "reward/mean": float("nan")})
+    w.write(2, {"train/loss": 0.25}, phase="sft")
+    w.close()
+    recs = read_metrics(str(tmp_path / "metrics.jsonl"))
+    assert [(r["step"], r["phase"]) for r in recs] == [(1, "rl"), (2, "sft")]
+    assert recs[0]["train/loss"] == 0.5 and recs[0]["reward/mean"] is None
+    assert recs[1]["train/loss"] == 0.25
+    assert _events(str(tmp_path)) == []
+
+
+def test_disabled_writer_writes_nothing(tmp_path):
+    w = MetricsWriter(str(tmp_path), enabled=False)
+    w.write(1, {"a": 1.0})
+    w.close()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not HAS_TBX, reason="tensorboardX (viz extra) not installed")
+def test_tensorboard_scalars_match_jsonl(tmp_path):
+    w = MetricsWriter(str(tmp_path))
+    assert w.tensorboard is not None
+    steps = [1, 2, 5]
+    for s in steps:
+        w.write(s, {"train/loss": 1.0 / s, "eval/pass@1": 0.1 * s}, phase="rl")
+    w.write(6, {"bad": float("inf")})
+    w.close()
+    assert len(_events(str(tmp_path))) == 1
+    scalars = read_tensorboard_scalars(str(tmp_path))
+    recs = read_metrics(str(tmp_path / "metrics.jsonl"))
+    for tag in ("train/loss", "eval/pass@1"):
+        expected = [(r["step"], r[tag]) for r in recs if tag in r]
+        got = scalars[tag]
+        assert [s for s, _ in got] == [s for s, _ in expected]
+        assert all(math.isclose(a, b, rel_tol=1e-6) for (_, a), (_, b) in zip(got, expected))
+    assert scalars["bad"][0][0] == 6 and math.isinf(scalars["bad"][0][1])
+    assert recs[-1]["bad"] is None
+
+
+def test_missing_tensorboardx_falls_back_to_jsonl(tmp_path, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)   # import now raises ImportError
+    with caplog.at_level(logging.WARNING, logger="rlvr_jax"):
+        w = MetricsWriter(str(tmp_path))
+    assert w.tensorboard is None
+    assert any("tensorboardX is not installed" in r.getMessage() for r in caplog.records)
+    w.write(3, {"x": 2.0})
+    w.close()
+    assert _events(str(tmp_path)) == []
+    with open(tmp_path / "metrics.jsonl") as f:
+        assert json.loads(f.readline())["x"] == 2.0
