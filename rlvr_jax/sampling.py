@@ -14,10 +14,11 @@ number of compilations) and calls `jit_generate`.
 
 How it runs:
   1. Prefill: one forward pass over the P left-padded prompts writes their keys
-     and values into a cache of `Tp + N - 1` slots; the first new token is
-     sampled from the hidden state of each prompt's last real token.
+     and values into a cache of Tp slots; the first new token is sampled from
+     the hidden state of each prompt's last real token.
   2. The cache is repeated G times along the batch (row `p * G + g` is sample
-     g of prompt p), so no prompt is prefilled G times.
+     g of prompt p), so no prompt is prefilled G times, and padded with empty
+     slots up to `Tp + N - 1` (enough for N new tokens).
   3. Decode: a `lax.while_loop` feeds one token per row per step and stops when
      every row has produced a stop token or N tokens. Finished rows are fed
      `pad_id`, masked out of attention, until the loop ends.
@@ -373,8 +374,9 @@ def generate(
             return jnp.zeros(tok.shape, bool)
         return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
 
-    # 1. Prefill the P prompts once; take the hidden state at each last real token.
-    cache = transformer.init_cache(mc, p, phases[0], dtype=sc.cache_dtype)
+    # 1. Prefill the P prompts once into a cache of exactly Tp slots (the decode loop
+    #    grows it), and take the hidden state at each prompt's last real token.
+    cache = transformer.init_cache(mc, p, tp, dtype=sc.cache_dtype)
     hidden, cache = transformer.forward(params, prompt_tokens, config=mc,
                                         attention_mask=prompt_mask, cache=cache,
                                         return_hidden=True)
