@@ -1,0 +1,84 @@
+"""Evaluate a policy: pass@k, maj@k, CoT-pass@k with bootstrap intervals; prints JSON.
+
+    python scripts/evaluate.py --task arithmetic --split test --num-prompts 200 \
+        --task-kwargs '{"min_digits": 2, "max_digits": 3}' --params-dir runs/x/params
+    python scripts/evaluate.py --jsonl math.jsonl --prompt-field problem --answer-field answer \
+        --hf-dir ~/models/Qwen2.5-0.5B-Instruct --chat-template --max-new-tokens 512 --k 1,8
+    python scripts/evaluate.py --task arithmetic --preset tiny --num-prompts 8   # smoke test
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    data = p.add_mutually_exclusive_group(required=True)
+    data.add_argument("--task", help="synthetic task: arithmetic | countdown | sorting")
+    data.add_argument("--jsonl", help="JSONL file of math problems")
+    model = p.add_mutually_exclusive_group(required=True)
+    model.add_argument("--hf-dir", default="", help="local Hugging Face checkpoint directory")
+    model.add_argument("--params-dir", default="", help="convert_checkpoint.py hf-to-orbax output")
+    model.add_argument("--preset", default="", help="randomly initialised preset (tests)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--task-kwargs", default="{}", help="JSON difficulty knobs of the task")
+    p.add_argument("--task-seed", type=int, default=1, help="example stream of the split")
+    p.add_argument("--prompt-field", default="prompt")
+    p.add_argument("--answer-field", default="answer")
+    p.add_argument("--verifier", default="rule", help="math verifier: rule | math_verify | auto")
+    p.add_argument("--num-prompts", type=int, default=200, help="0 = the whole JSONL file")
+    p.add_argument("--tokenizer", default="", help="default: the HF dir, else builtin")
+    p.add_argument("--chat-template", action="store_true", help="wrap prompts in the template")
+    p.add_argument("--num-samples", type=int, default=8, help="N sampled completions per prompt")
+    p.add_argument("--k", default="", help="comma-separated k values (default: 1 and N)")
+    p.add_argument("--no-greedy", action="store_true", help="skip greedy pass@1")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=32, help="prompts per sampler call")
+    p.add_argument("--dtype", default="float32", help="compute dtype (bfloat16 on accelerators)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-resamples", type=int, default=2000, help="bootstrap resamples")
+    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--samples-out", default="", help="write completions here (JSONL)")
+    p.add_argument("--out", default="", help="also write the JSON report here")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from rlvr_jax.data.tokenizers import load_tokenizer
+    from rlvr_jax.train import eval_cli
+
+    if args.task:
+        data = eval_cli.task_data(args.task, split=args.split, num_prompts=args.num_prompts,
+                                  seed=args.task_seed, **json.loads(args.task_kwargs))
+    else:
+        data = eval_cli.jsonl_data(args.jsonl, prompt_field=args.prompt_field,
+                                   answer_field=args.answer_field, num_prompts=args.num_prompts,
+                                   verifier=args.verifier)
+    tokenizer = load_tokenizer(args.tokenizer or args.hf_dir or "builtin")
+    config, params = eval_cli.load_policy(tokenizer=tokenizer, hf_dir=args.hf_dir,
+                                          params_dir=args.params_dir, preset=args.preset,
+                                          dtype=args.dtype, seed=args.seed)
+    ks = [int(k) for k in args.k.split(",")] if args.k else ()
+    report = eval_cli.evaluate_policy(
+        params, config, tokenizer, data, num_samples=args.num_samples, ks=ks,
+        greedy=not args.no_greedy, temperature=args.temperature, top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
+        apply_chat_template=args.chat_template, seed=args.seed,
+        num_resamples=args.num_resamples, confidence=args.confidence,
+        samples_out=args.samples_out)
+    report["model"] = args.hf_dir or args.params_dir or args.preset
+    text = json.dumps(report, indent=2)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
