@@ -2,11 +2,11 @@
 
     python scripts/plot.py runs/quickstart                      # -> runs/quickstart/metrics.png
     python scripts/plot.py runs/a/metrics.jsonl --keys eval/pass@1,train/entropy --out a.png
-    python scripts/plot.py runs/a --all --smooth 0.9            # every numeric metric
+    python scripts/plot.py runs/a --all --smooth 0.9
 
 Without --keys it plots the usual RLVR curves that the file has (reward, pass@1, KL,
 entropy, response length, loss); `eval/x` panels get their `x_ci_low`/`x_ci_high` band;
-smoothing (EMA) skips eval points. Needs matplotlib (the `viz` extra); headless (Agg).
+smoothing (EMA) skips eval points. Needs matplotlib (the `viz` extra); no display needed.
 """
 import argparse
 import math
@@ -44,12 +44,11 @@ def ema(values, weight):
 
 
 def plot(records, keys, out, *, smooth=0.0, title=""):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # No pyplot: no GUI backend, no global state.
     cols = min(3, len(keys))
     rows = math.ceil(len(keys) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows), squeeze=False)
+    fig = Figure(figsize=(4.5 * cols, 3.2 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, key in zip(axes.flat, keys):
         for phase in sorted({r.get("phase") for r in records if key in r}, key=str):
             steps, vals = series(records, key, phase)
@@ -59,7 +58,9 @@ def plot(records, keys, out, *, smooth=0.0, title=""):
             lo, hi = (series(records, key + s, phase)[1] for s in ("_ci_low", "_ci_high"))
             if len(lo) == len(hi) == len(steps) and None not in lo + hi:
                 ax.fill_between(steps, lo, hi, alpha=0.2)
-        ax.set_title(key, fontsize=10), ax.set_xlabel("step"), ax.grid(alpha=0.3)
+        ax.set_title(key, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
         if len(ax.get_lines()) > 1:
             ax.legend(fontsize=8)
     for ax in axes.flat[len(keys):]:
@@ -67,7 +68,6 @@ def plot(records, keys, out, *, smooth=0.0, title=""):
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
-    plt.close(fig)
 
 
 def main(argv=None):
@@ -84,13 +84,13 @@ def main(argv=None):
     available = numeric_keys(records)
     if args.keys:
         keys = args.keys.split(",")
-        missing = [k for k in keys if k not in available]
-        if missing:
-            sys.exit(f"not in {path}: {missing}; available: {available}")
     else:
         keys = available if args.all else [k for k in PREFERRED if k in available] or available
-    if not keys or not 0.0 <= args.smooth < 1.0:
-        sys.exit(f"nothing to plot in {path}" if not keys else "--smooth must be in [0, 1)")
+    missing = [k for k in keys if k not in available]
+    if missing or not keys:
+        sys.exit(f"not in {path}: {missing or 'any metric'}; available: {available}")
+    if not 0.0 <= args.smooth < 1.0:
+        sys.exit("--smooth must be in [0, 1)")
     run_dir = os.path.dirname(os.path.abspath(path))
     out = args.out or os.path.join(run_dir, "metrics.png")
     plot(records, keys, out, smooth=args.smooth, title=os.path.basename(run_dir))
