@@ -29,9 +29,9 @@ def numeric_keys(records):
 
 
 def series(records, key, phase=None):
-    """(steps, values) of `key` (None for non-finite values) in file order."""
+    """(steps, values) of `key` in file order; null (non-finite) values become NaN."""
     rows = [r for r in records if key in r and (phase is None or r.get("phase") == phase)]
-    return [r["step"] for r in rows], [r[key] for r in rows]
+    return [r["step"] for r in rows], [math.nan if r[key] is None else r[key] for r in rows]
 
 
 def ema(values, weight):
@@ -39,7 +39,7 @@ def ema(values, weight):
     out, last = [], None
     for v in values:
         last = last if math.isnan(v) else v if last is None else weight * last + (1 - weight) * v
-        out.append(float("nan") if math.isnan(v) else last)
+        out.append(math.nan if math.isnan(v) else last)
     return out
 
 
@@ -52,11 +52,10 @@ def plot(records, keys, out, *, smooth=0.0, title=""):
     for ax, key in zip(axes.flat, keys):
         for phase in sorted({r.get("phase") for r in records if key in r}, key=str):
             steps, vals = series(records, key, phase)
-            vals = [float("nan") if v is None else v for v in vals]
             smoothed = ema(vals, smooth) if smooth and phase != "eval" else vals
             ax.plot(steps, smoothed, marker="." if len(steps) < 30 else None, label=str(phase))
             lo, hi = (series(records, key + s, phase)[1] for s in ("_ci_low", "_ci_high"))
-            if len(lo) == len(hi) == len(steps) and None not in lo + hi:
+            if len(lo) == len(hi) == len(steps) and not any(map(math.isnan, lo + hi)):
                 ax.fill_between(steps, lo, hi, alpha=0.2)
         ax.set_title(key, fontsize=10)
         ax.set_xlabel("step")
