@@ -16,8 +16,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 PREFERRED = ("rollout/reward_mean", "train/pass@1", "eval/pass@1", "eval/cot_pass@1", "loss/kl",
-             "reward/kl_penalty", "train/entropy", "rollout/response_length",
-             "rollout/truncation_rate", "train/loss", "train/grad_norm", "sft/loss")
+             "reward/kl_penalty", "train/entropy", "rollout/response_length", "train/loss",
+             "rollout/truncation_rate", "train/grad_norm", "sft/loss")
 NOT_CURVES = ("step", "phase", "time")
 
 
