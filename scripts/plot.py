@@ -18,12 +18,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PREFERRED = ("rollout/reward_mean", "train/pass@1", "eval/pass@1", "eval/cot_pass@1", "loss/kl",
              "reward/kl_penalty", "train/entropy", "rollout/response_length", "train/loss",
              "rollout/truncation_rate", "train/grad_norm", "sft/loss")
-NOT_CURVES = ("step", "phase", "time")
 
 
 def numeric_keys(records):
     """Metric names with at least one number, in first-seen order (CI bounds excluded)."""
-    return list(dict.fromkeys(k for r in records for k, v in r.items() if k not in NOT_CURVES
+    return list(dict.fromkeys(k for r in records for k, v in r.items() if k not in ("step", "phase", "time")
                               and isinstance(v, (int, float))
                               and not k.endswith(("_ci_low", "_ci_high"))))
 
