@@ -22,8 +22,8 @@ PREFERRED = ("rollout/reward_mean", "train/pass@1", "eval/pass@1", "eval/cot_pas
 
 def numeric_keys(records):
     """Metric names with at least one number, in first-seen order (CI bounds excluded)."""
-    return list(dict.fromkeys(k for r in records for k, v in r.items() if k not in ("step", "phase", "time")
-                              and isinstance(v, (int, float))
+    return list(dict.fromkeys(k for r in records for k, v in r.items()
+                              if k not in ("step", "phase", "time") and isinstance(v, (int, float))
                               and not k.endswith(("_ci_low", "_ci_high"))))
 
 
