@@ -1,0 +1,179 @@
+"""scripts/evaluate.py (and its library rlvr_jax.train.eval_cli) and scripts/plot.py."""
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from rlvr_jax.data.tokenizers import load_tokenizer
+from rlvr_jax.train import eval_cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HAS_MPL = importlib.util.find_spec("matplotlib") is not None
+
+
+def _run_script(name, *args, timeout=300):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="",
+               JAX_COMPILATION_CACHE_DIR=jax.config.jax_compilation_cache_dir or "",
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="1")
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer("builtin")
+
+
+# ----------------------------------------------------------------------------- evaluate.py
+
+def test_evaluate_script_tiny_preset_json(tmp_path):
+    samples = tmp_path / "samples.jsonl"
+    out = tmp_path / "report.json"
+    proc = _run_script("evaluate.py", "--task", "arithmetic", "--split", "test",
+                       "--preset", "tiny", "--num-prompts", "3", "--num-samples", "2",
+                       "--batch-size", "2", "--max-new-tokens", "6", "--num-resamples", "50",
+                       "--samples-out", str(samples), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report == json.loads(out.read_text())
+    assert report["data"] == "arithmetic/test" and report["model"] == "tiny"
+    assert report["num_prompts"] == 3 and report["num_samples"] == 2
+    expected = {"greedy_pass@1", "greedy_cot_pass@1", "mean@2", "pass@1", "pass@2", "maj@1",
+                "maj@2", "cot_pass@1", "cot_pass@2"}
+    assert set(report["metrics"]) == expected
+    for name, m in report["metrics"].items():
+        assert set(m) == {"value", "ci_low", "ci_high"}, name
+        assert 0.0 <= m["ci_low"] <= m["value"] <= m["ci_high"] <= 1.0, (name, m)
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(rows) == 3 and all(len(r["completions"]) == 2 for r in rows)
+    assert [r["answer"] for r in rows] == [ex.answer for ex in eval_cli.task_data(
+        "arithmetic", split="test", num_prompts=3).examples]
+
+
+def test_evaluate_script_rejects_two_models():
+    proc = _run_script("evaluate.py", "--task", "arithmetic", "--preset", "tiny",
+                       "--params-dir", "x", timeout=60)
+    assert proc.returncode != 0 and "not allowed with" in proc.stderr
+
+
+def test_scores_and_metrics_match_the_formulas(tokenizer):
+    data = eval_cli.task_data("arithmetic", num_prompts=3, min_digits=2, max_digits=2)
+    ex = data.examples
+    right = [e.solution for e in ex]
+    wrong = [e.solution.rsplit("####", 1)[0] + "#### " + str(int(e.answer) + 1) for e in ex]
+    # A right answer with wrong worked steps: answer counts, CoT does not.
+    bad_steps = ["junk\n#### " + e.answer for e in ex]
+    texts = [[right[0], wrong[0], wrong[0], "no answer"],      # 1 right of 4
+             [bad_steps[1], bad_steps[1], right[1], wrong[1]],  # 3 right, 1 with good steps
+             [wrong[2], wrong[2], wrong[2], wrong[2]]]          # 0 right
+    scores = eval_cli.score(texts, data)
+    np.testing.assert_array_equal(scores["correct"], [[1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]])
+    # Arithmetic's step check also needs the right answer.
+    np.testing.assert_array_equal(scores["steps"], [[1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
+    assert scores["answer_ids"][0].tolist() == [0, 1, 1, -1]
+    report = eval_cli.summarize(scores, ks=(1, 2, 4), num_resamples=200)
+    c = np.array([1, 3, 0])
+    for k in (1, 2, 4):
+        exact = np.mean([1 - math.comb(4 - ci, k) / math.comb(4, k) for ci in c])
+        assert report[f"pass@{k}"]["value"] == pytest.approx(exact, abs=1e-6)
+    cot = np.array([1, 1, 0])
+    assert report["cot_pass@4"]["value"] == pytest.approx(np.mean(cot), abs=1e-6)
+    # maj@4: prompt 0's vote is the wrong answer (2 votes), prompt 1's the right one.
+    assert report["maj@4"]["value"] == pytest.approx(1 / 3, abs=1e-6)
+    assert report["mean@4"]["value"] == pytest.approx(4 / 12, abs=1e-6)
+    for m in report.values():
+        assert m["ci_low"] <= m["value"] <= m["ci_high"]
+    with pytest.raises(ValueError, match="k must be in"):
+        eval_cli.summarize(scores, ks=(5,))
+
+
+def test_jsonl_math_data(tmp_path):
+    path = tmp_path / "math.jsonl"
+    path.write_text("\n".join(json.dumps({"q": q, "a": a}) for q, a in
+                              [("What is 1/2+1/4?", "3/4"), ("2^10?", "1024")]) + "\n")
+    data = eval_cli.jsonl_data(str(path), prompt_field="q", answer_field="a")
+    assert [e.prompt for e in data.examples] == ["What is 1/2+1/4?", "2^10?"]
+    texts = [["so \\boxed{0.75}", "\\boxed{\\frac{3}{4}}", "the answer is 1"],
+             ["\\boxed{1000}", "\\boxed{1024}", "\\boxed{1000}"]]
+    scores = eval_cli.score(texts, data)
+    np.testing.assert_array_equal(scores["correct"], [[1, 1, 0], [0, 1, 0]])
+    assert "steps" not in scores
+    assert scores["answer_ids"][1].tolist() == [0, 1, 0]
+    report = eval_cli.summarize(scores, ks=(3,), num_resamples=100)
+    assert report["maj@3"]["value"] == pytest.approx(0.5)   # 0.75 ~ 3/4 vote together
+    assert report["pass@3"]["value"] == pytest.approx(1.0)
+
+
+def test_params_dir_and_hf_dir_load_the_same_policy(tokenizer, tmp_path):
+    from rlvr_jax.models import hf
+    config, params = eval_cli.load_policy(tokenizer=tokenizer, preset="tiny", seed=3)
+    spec = importlib.util.spec_from_file_location(
+        "convert_checkpoint", os.path.join(ROOT, "scripts", "convert_checkpoint.py"))
+    convert = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(convert)
+    convert.save_orbax(params, config, str(tmp_path / "orbax"))
+    hf.save_hf_checkpoint(params, config, tmp_path / "hf")
+    data = eval_cli.task_data("arithmetic", num_prompts=3)
+    tokens, mask = eval_cli.encode_prompts(data.examples, tokenizer)
+    assert tokens.shape[0] == 3 and (mask[:, -1] == 1).all()
+    rng = jax.random.PRNGKey(0)
+    outputs = []
+    for source in ({"preset": "tiny", "seed": 3}, {"params_dir": str(tmp_path / "orbax")},
+                   {"hf_dir": str(tmp_path / "hf")}):
+        cfg, p = eval_cli.load_policy(tokenizer=tokenizer, **source)
+        assert cfg.vocab_size == config.vocab_size and cfg.n_layers == config.n_layers
+        outputs.append(eval_cli.generate_texts(p, cfg, tokenizer, tokens, mask, rng,
+                                               num_samples=1, greedy=True, max_new_tokens=6,
+                                               batch_size=2))
+    assert outputs[0] == outputs[1] == outputs[2]
+    # One batch of 3 == batches of 2 with the last one padded by a copy.
+    assert outputs[0] == eval_cli.generate_texts(params, config, tokenizer, tokens, mask, rng,
+                                                 num_samples=1, greedy=True, max_new_tokens=6,
+                                                 batch_size=3)
+    assert len(outputs[0]) == 3 and all(len(t) == 1 for t in outputs[0])
+    with pytest.raises(ValueError, match="exactly one"):
+        eval_cli.load_policy(tokenizer=tokenizer, preset="tiny", hf_dir="x")
+    with pytest.raises(FileNotFoundError, match="model_config.json"):
+        eval_cli.load_policy(tokenizer=tokenizer, params_dir=str(tmp_path))
+
+
+# ----------------------------------------------------------------------------- plot.py
+
+def _synthetic_metrics(path):
+    with open(path, "w") as f:
+        for s in range(1, 4):
+            f.write(json.dumps({"step": s, "phase": "sft", "time": 0.0, "sft/loss": 1.0 / s})
+                    + "\n")
+        for s in range(1, 21):
+            f.write(json.dumps({"step": s, "phase": "rl", "time": 0.0,
+                                "rollout/reward_mean": s / 20, "loss/kl": 0.01 * s,
+                                "train/entropy": None if s == 5 else 2.0 - s / 20,
+                                "rollout/response_length": 10.0 + s % 3}) + "\n")
+            if s % 10 == 0:
+                f.write(json.dumps({"step": s, "phase": "eval", "time": 0.0,
+                                    "eval/pass@1": 0.1 * s / 10, "eval/pass@1_ci_low": 0.0,
+                                    "eval/pass@1_ci_high": 0.5}) + "\n")
+
+
+@pytest.mark.skipif(not HAS_MPL, reason="matplotlib (viz extra) not installed")
+def test_plot_script_writes_png(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    _synthetic_metrics(run / "metrics.jsonl")
+    proc = _run_script("plot.py", str(run), "--smooth", "0.5", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "6 curves" in proc.stdout
+    png = (run / "metrics.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    out = tmp_path / "two.png"
+    proc = _run_script("plot.py", str(run / "metrics.jsonl"), "--keys",
+                       "eval/pass@1,loss/kl", "--out", str(out), timeout=120)
+    assert proc.returncode == 0 and "2 curves" in proc.stdout and out.stat().st_size > 5_000
+    proc = _run_script("plot.py", str(run), "--keys", "no/such", timeout=120)
+    assert proc.returncode != 0 and "no/such" in proc.stderr
