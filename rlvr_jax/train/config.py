@@ -118,6 +118,12 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.mesh.rules = "fsdp"            # dp | fsdp | fsdp_tp.
     c.mesh.num_devices = 0           # 0: all devices; n: the first n (e.g. 1 for a CPU test).
 
+    c.checkpoint = ml_collections.ConfigDict()  # Orbax checkpoints in workdir/checkpoints.
+    c.checkpoint.every = 0           # RL steps between checkpoints (0: off); the last step too.
+    c.checkpoint.keep = 3            # Newest complete checkpoints kept.
+    c.checkpoint.async_save = True   # Write in a background thread while training goes on.
+    c.checkpoint.resume = True       # Continue from the latest checkpoint if there is one.
+
     c.log_every = 1
     algorithms.apply(c.rl, algorithm)
     c.lock()

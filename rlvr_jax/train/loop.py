@@ -17,6 +17,7 @@ from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
+from rlvr_jax.train.checkpoint import Checkpointer
 from rlvr_jax.train.evaluate import Evaluator, decode_completions
 from rlvr_jax.train.logging import MetricsWriter, progress_bar
 
@@ -166,6 +167,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
         params = models.init_params(model_config, init_rng)
     params = placer.params(params)
 
+    ckpt, resume_step, resumed = _open_checkpoints(config, workdir)
     writer = MetricsWriter(workdir, enabled=jax.process_index() == 0)
     summary: Dict[str, Any] = {"model_params": model_config.num_params()}
     n_new = config.sampling.max_new_tokens
@@ -190,7 +192,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
         return metrics
 
     # 1. Supervised warm-up.
-    if config.sft.steps > 0:
+    if config.sft.steps > 0 and resumed is None:  # A checkpoint is always after the warm-up.
         sft_tx = state_lib.make_optimizer(learning_rate=config.sft.learning_rate,
                                           warmup_steps=config.sft.warmup_steps,
                                           max_grad_norm=1.0)
@@ -206,8 +208,11 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     else:
         state = state_lib.TrainState(step=jnp.zeros((), jnp.int32), params=params,
                                      opt_state=None, rng=sft_rng)
-    summary["after_warmup"] = evaluate(0, "eval")
-    _print(progress, "after warm-up", summary["after_warmup"])
+    if resumed is None:
+        summary["after_warmup"] = evaluate(0, "eval")
+        _print(progress, "after warm-up", summary["after_warmup"])
+    else:
+        summary["after_warmup"] = resumed["after_warmup"]
 
     # 2. RL.
     rl = rl_config_from(config)
@@ -239,9 +244,17 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     loader = datasets.PromptLoader(train_source, tokenizer, batch_size=prompts_per_step,
                                    max_prompt_len=tp, overflow=config.data.overflow,
                                    seed=config.seed + 7)
+    last_eval, start = summary["after_warmup"], 0
+    saving = ckpt is not None and config.checkpoint.every > 0
+    if resumed is not None:  # Exact resume: state (params, optimizer, rng), data, evals.
+        state, resumed = ckpt.restore(resume_step, state)
+        loader.restore(resumed["loader"])
+        last_eval, start = resumed["last_eval"], resume_step
+    elif saving:  # Step 0: the warm-up is never redone once RL has started.
+        ckpt.save(0, state, _checkpoint_extra(loader, writer, summary, last_eval), force=True)
     bar = progress_bar(config.rl.steps, "RL")
-    last_eval = summary["after_warmup"]
-    for i in range(config.rl.steps):
+    bar.update(start)
+    for i in range(start, config.rl.steps):
         t0 = time.perf_counter()
         pb = next(loader)
         batch = placer.batch({"prompt_tokens": pb.tokens,
@@ -259,7 +272,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
                 state, metrics = update_fn(state, rollout, jnp.asarray(rewards))
                 metrics["reward/correct"] = float(np.mean(rewards >= 1.0))
         metrics = {k: float(v) for k, v in metrics.items()}
-        _check_finite(metrics, i + 1)
+        _check_finite(metrics, i + 1, ckpt)  # Before anything of this step is saved.
         dt = time.perf_counter() - t0
         metrics["perf/step_time_s"] = dt
         metrics["perf/tokens_per_s"] = metrics.get("rollout/valid_tokens", 0.0) / dt
@@ -271,6 +284,9 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
             writer.write(i + 1, metrics, phase="rl")
         if config.eval.every and (i + 1) % config.eval.every == 0 and i + 1 < config.rl.steps:
             last_eval = evaluate(i + 1, "eval")
+        if saving:  # Every checkpoint.every steps and the last; async, atomic.
+            ckpt.save(i + 1, state, _checkpoint_extra(loader, writer, summary, last_eval),
+                      force=i + 1 == config.rl.steps)
         bar.set_postfix(reward=f"{metrics.get('rollout/reward_mean', 0.0):.3f}",
                         pass1=f"{last_eval['eval/pass@1']:.3f}")
         bar.update(1)
@@ -278,6 +294,8 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     summary["after_rl"] = evaluate(config.rl.steps, "eval")
     _print(progress, "after RL", summary["after_rl"])
     writer.close()
+    if ckpt is not None:
+        ckpt.close()  # Waits for the last save.
     with open(os.path.join(workdir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     summary["state"] = state
@@ -295,12 +313,62 @@ def _use_token_verifier(config, task) -> bool:
     return has_token and v in ("auto", "token")
 
 
-def _check_finite(metrics: Dict[str, float], step: int) -> None:
-    bad = [k for k in ("train/loss", "train/grad_norm") if k in metrics
+def _check_finite(metrics: Dict[str, float], step: int,
+                  ckpt: Optional[Checkpointer] = None) -> None:
+    """Raises FloatingPointError on a non-finite loss, gradient norm or update norm.
+
+    The step's state is not saved; the save in flight (an earlier, finite step) is
+    completed first, so the latest checkpoint on disk is the last good one.
+    """
+    bad = [k for k in ("train/loss", "train/grad_norm", "train/update_norm") if k in metrics
            and not np.isfinite(metrics[k])]
     if bad:
+        where = "no checkpoint was saved"
+        if ckpt is not None:
+            ckpt.wait()
+            last = ckpt.latest_step()
+            ckpt.close()
+            if last is not None:
+                where = f"the last good checkpoint is step {last} in {ckpt.directory}"
         raise FloatingPointError(f"non-finite {bad} at RL step {step}: "
-                                 f"{ {k: metrics[k] for k in bad} }; stopping")
+                                 f"{ {k: metrics[k] for k in bad} }; stopping ({where})")
+
+
+def _open_checkpoints(config, workdir: str):
+    """(Checkpointer or None, RL step to resume from or None, that checkpoint's extra or None).
+
+    On resume, workdir/metrics.jsonl is cut back to its length when the checkpoint was
+    taken: the lines the interrupted run wrote after it are written again, once, by the
+    resumed run, so the file reads as one uninterrupted run.
+    """
+    c = config.checkpoint
+    directory = os.path.join(workdir, "checkpoints")
+    if c.every <= 0 and not (c.resume and os.path.isdir(directory)):
+        return None, None, None
+    ckpt = Checkpointer(directory, max_to_keep=c.keep, save_interval_steps=max(c.every, 1),
+                        async_save=c.async_save)
+    step = ckpt.latest_step()
+    if step is None:
+        return ckpt, None, None
+    if not c.resume:
+        ckpt.close()
+        raise ValueError(f"{directory} holds checkpoints (latest step {step}) and "
+                         "checkpoint.resume is False: use a new workdir or resume")
+    extra = ckpt.read_extra(step)
+    path, offset = os.path.join(workdir, "metrics.jsonl"), extra.get("metrics_offset")
+    if jax.process_index() == 0 and offset is not None and os.path.exists(path) \
+            and os.path.getsize(path) > offset:
+        with open(path, "r+b") as f:
+            f.truncate(offset)
+    return ckpt, step, extra
+
+
+def _checkpoint_extra(loader, writer, summary, last_eval) -> Dict[str, Any]:
+    """The JSON saved beside the state: what the loop needs to continue exactly."""
+    return {"phase": "rl", "loader": loader.state(),
+            "metrics_offset": os.path.getsize(writer.path) if writer.enabled else None,
+            "after_warmup": {k: float(v) for k, v in summary["after_warmup"].items()},
+            "last_eval": {k: float(v) for k, v in last_eval.items()}}
 
 
 def _print(enabled: bool, label: str, metrics: Dict[str, float]) -> None:

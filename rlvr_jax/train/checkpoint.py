@@ -1,0 +1,168 @@
+"""`Checkpointer`: periodic, asynchronous, atomic checkpoints of a `TrainState` (orbax).
+
+A checkpoint at step `s` is the directory `<directory>/<s>/` holding two items:
+
+  state/   the `TrainState` pytree (params, optimizer state, rng, step, ...), written by
+           orbax's array serialisation, one shard per device (works on any mesh);
+  extra/   a small JSON dict the loop needs to continue exactly: the data loader
+           position, the phase, the metrics.jsonl offset, the last evaluation.
+
+Atomicity: orbax writes a step into `<s>.orbax-checkpoint-tmp-<n>/` and renames it to
+`<s>/` only after every file is written (and, on multi-host runs, after all processes
+finished). `latest_step()` and `restore()` only ever see renamed, complete steps; a
+process killed mid-save leaves a tmp directory that is ignored and deleted the next time
+a `Checkpointer` opens the directory. Old steps are deleted only after a newer one is
+complete, so the latest good checkpoint survives a kill at any moment.
+
+Asynchrony: `save` copies the arrays off the device and returns; the files are written by
+a background thread while training continues (the state may be donated to the next step
+right away). Only one save is in flight: the next `save` (or `wait`, `close`) waits for
+the previous one.
+"""
+import os
+from typing import Any, Dict, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import orbax.checkpoint as ocp
+from orbax.checkpoint import checkpoint_managers
+
+_STATE, _EXTRA = "state", "extra"
+
+
+def abstract_like(tree) -> Any:
+    """`jax.ShapeDtypeStruct`s (with shardings) standing for the arrays of `tree`.
+
+    Leaves that are already `ShapeDtypeStruct`s are kept; `None` subtrees stay `None`.
+    """
+    def one(x):
+        if isinstance(x, jax.ShapeDtypeStruct):
+            return x
+        if isinstance(x, jax.Array):
+            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+        raise ValueError(f"abstract state leaves must be jax.Arrays or ShapeDtypeStructs, got "
+                         f"{type(x).__name__}")
+    return jax.tree.map(one, tree)
+
+
+def nonfinite_leaves(tree) -> list:
+    """Key paths of the floating-point arrays of `tree` that hold a NaN or an Inf."""
+    leaves = jax.tree_util.tree_leaves_with_path(tree)
+    floats = [(path, x) for path, x in leaves
+              if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)]
+    if not floats:
+        return []
+    ok = jax.device_get(_all_finite([x for _, x in floats]))
+    return [jax.tree_util.keystr(path) for (path, _), good in zip(floats, ok) if not good]
+
+
+@jax.jit
+def _all_finite(arrays):
+    return [jnp.all(jnp.isfinite(x)) for x in arrays]
+
+
+class Checkpointer:
+    """Saves and restores `(state, extra)` pairs under `directory`, one sub-directory a step.
+
+    Args:
+      directory: where the steps live (created if missing); made absolute.
+      max_to_keep: how many of the newest complete checkpoints to keep (>= 1).
+      save_interval_steps: `save(step, ...)` writes only when `step % interval == 0`,
+        `force=True`, the directory has no checkpoint yet, or (multi-host TPU/GPU jobs)
+        JAX reports a preemption signal (orbax's default decision policies).
+      async_save: write in a background thread (True) or before `save` returns.
+    """
+
+    def __init__(self, directory: str, *, max_to_keep: int = 3, save_interval_steps: int = 1,
+                 async_save: bool = True):
+        if max_to_keep < 1:
+            raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
+        if save_interval_steps < 1:
+            raise ValueError(f"save_interval_steps must be >= 1, got {save_interval_steps}")
+        self.directory = os.path.abspath(os.fspath(directory))
+        options = ocp.CheckpointManagerOptions(
+            save_interval_steps=save_interval_steps,  # (+ orbax's save-on-preemption)
+            preservation_policy=checkpoint_managers.LatestN(max_to_keep),
+            enable_async_checkpointing=async_save,
+            cleanup_tmp_directories=True,   # Remove what a killed save left behind.
+            create=True)
+        self._manager = ocp.CheckpointManager(self.directory, item_names=(_STATE, _EXTRA),
+                                              options=options)
+
+    def save(self, step: int, state, extra: Optional[Dict[str, Any]] = None, *,
+             force: bool = False, check_finite: bool = True) -> bool:
+        """Starts saving `state` (a pytree of jax.Arrays) and `extra` (JSON) as `step`.
+
+        Returns whether a save was started (False when the interval skips this step or
+        `step` is already saved). Raises what a previous asynchronous save raised, and
+        FloatingPointError (writing nothing) when `check_finite` and a floating-point
+        array of `state` holds a NaN or an Inf.
+        """
+        step = int(step)
+        if step in self._manager.all_steps() or not (force or self._manager.should_save(step)):
+            return False
+        if check_finite:
+            bad = nonfinite_leaves(state)
+            if bad:
+                raise FloatingPointError(
+                    f"refusing to checkpoint step {step}: non-finite values in "
+                    f"{bad[:5]}{' ...' if len(bad) > 5 else ''}; the latest checkpoint stays "
+                    f"step {self.latest_step()}")
+        args = ocp.args.Composite(**{_STATE: ocp.args.StandardSave(state),
+                                     _EXTRA: ocp.args.JsonSave(dict(extra or {}))})
+        return self._manager.save(step, args=args, force=force)
+
+    def all_steps(self) -> Tuple[int, ...]:
+        """The complete checkpoints on disk, oldest first."""
+        return tuple(sorted(self._manager.all_steps()))
+
+    def latest_step(self) -> Optional[int]:
+        """The newest complete checkpoint, or None."""
+        return self._manager.latest_step()
+
+    def restore(self, step: Optional[int], abstract_state) -> Tuple[Any, Dict[str, Any]]:
+        """`(state, extra)` of `step` (None: the latest).
+
+        `abstract_state` gives the structure, shapes, dtypes and shardings of the result: a
+        `TrainState` of jax.Arrays (e.g. a freshly initialised one placed on the mesh) or
+        of `jax.ShapeDtypeStruct`s with `sharding` set. Every array is read straight into
+        its target sharding, so this works on any mesh, also one that differs from the
+        mesh the checkpoint was written on.
+        """
+        if step is None:
+            step = self.latest_step()
+            if step is None:
+                raise FileNotFoundError(f"no complete checkpoint in {self.directory}")
+        if step not in self._manager.all_steps():
+            raise FileNotFoundError(f"no complete checkpoint for step {step} in "
+                                    f"{self.directory}; have {list(self.all_steps())}")
+        args = ocp.args.Composite(**{_STATE: ocp.args.StandardRestore(abstract_like(abstract_state)),
+                                     _EXTRA: ocp.args.JsonRestore()})
+        restored = self._manager.restore(step, args=args)
+        return restored[_STATE], dict(restored[_EXTRA] or {})
+
+    def read_extra(self, step: Optional[int] = None) -> Dict[str, Any]:
+        """Only the JSON `extra` of `step` (None: the latest), without reading any array."""
+        if step is None:
+            step = self.latest_step()
+        if step is None or step not in self._manager.all_steps():
+            raise FileNotFoundError(f"no complete checkpoint for step {step} in "
+                                    f"{self.directory}")
+        restored = self._manager.restore(
+            step, args=ocp.args.Composite(**{_EXTRA: ocp.args.JsonRestore()}))
+        return dict(restored[_EXTRA] or {})
+
+    def wait(self) -> None:
+        """Blocks until the save in flight (if any) is complete and visible."""
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        """Waits for the save in flight, then releases orbax's threads."""
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

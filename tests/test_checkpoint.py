@@ -1,0 +1,244 @@
+"""Checkpoints: exact resume of a run, a SIGKILL during a save, a NaN stop, the wrapper."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from rlvr_jax.train import loop
+from rlvr_jax.train import state as state_lib
+from rlvr_jax.train.checkpoint import Checkpointer, nonfinite_leaves
+from rlvr_jax.train.config import arithmetic_config
+from rlvr_jax.train.logging import MetricsWriter, read_metrics
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
+
+
+def _tiny_config(**checkpoint):
+    config = arithmetic_config()
+    config.sft.steps = 2
+    config.sft.batch_size = 8
+    config.rl.steps = 5
+    config.rl.num_prompts = 4
+    config.rl.num_samples = 4
+    config.eval.num_prompts = 8
+    config.eval.batch_size = 8
+    config.eval.every = 2
+    config.checkpoint.every = 2
+    config.checkpoint.keep = 2
+    for key, value in checkpoint.items():
+        config.checkpoint[key] = value
+    return config
+
+
+def _comparable(records):
+    """(phase, step, metrics) of each line, without wall-clock values."""
+    return [(r["phase"], r["step"],
+             {k: v for k, v in r.items() if k != "time" and not k.startswith("perf/")})
+            for r in records]
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _state_leaves_equal(a, b):
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb))
+
+
+def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, monkeypatch):
+    config = _tiny_config()
+    full = loop.run(config, str(tmp_path / "full"), progress=False)
+
+    # Interrupted: step 2's checkpoint completes, step 3 runs and logs, then the run dies.
+    workdir = str(tmp_path / "resumed")
+    save, write = Checkpointer.save, MetricsWriter.write
+
+    def save_then_wait(self, step, *args, **kwargs):
+        started = save(self, step, *args, **kwargs)
+        if step == 2:
+            self.wait()
+        return started
+
+    def write_then_die(self, step, metrics, *, phase="rl"):
+        write(self, step, metrics, phase=phase)
+        if phase == "rl" and step == 3:
+            raise _Interrupt()
+
+    monkeypatch.setattr(Checkpointer, "save", save_then_wait)
+    monkeypatch.setattr(MetricsWriter, "write", write_then_die)
+    with pytest.raises(_Interrupt):
+        loop.run(config, workdir, progress=False)
+    monkeypatch.undo()
+    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
+    logged = read_metrics(os.path.join(workdir, "metrics.jsonl"))
+    assert [(r["phase"], r["step"]) for r in logged][-1] == ("rl", 3)
+    assert Checkpointer(os.path.join(workdir, "checkpoints")).all_steps() == (0, 2)
+
+    resumed = loop.run(config, workdir, progress=False)
+
+    # Same lines in the same order (no SFT or step-3 line twice), bitwise-equal values.
+    want = _comparable(read_metrics(os.path.join(str(tmp_path / "full"), "metrics.jsonl")))
+    got = _comparable(read_metrics(os.path.join(workdir, "metrics.jsonl")))
+    assert [(p, s) for p, s, _ in got] == [(p, s) for p, s, _ in want]
+    assert [p for p, _, _ in got].count("sft") == config.sft.steps
+    assert got == want
+    assert _state_leaves_equal(resumed["state"], full["state"])
+    assert resumed["after_rl"] == full["after_rl"]
+    assert resumed["after_warmup"] == full["after_warmup"]
+    # Saved at 0, 2, 4 and the last step 5; the newest `keep` = 2 remain.
+    assert Checkpointer(os.path.join(workdir, "checkpoints")).all_steps() == (4, 5)
+
+
+def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    # The learning rate becomes NaN at the third update: steps 1 and 2 are good.
+    make_optimizer = state_lib.make_optimizer
+
+    def poisoned(**kwargs):
+        return optax.chain(make_optimizer(**kwargs), optax.scale_by_schedule(
+            lambda count: jnp.where(count >= 2, jnp.nan, 1.0)))
+
+    monkeypatch.setattr(state_lib, "make_optimizer", poisoned)
+    config = _tiny_config(every=1)
+    config.sft.steps = 0
+    config.eval.every = 0
+    workdir = str(tmp_path / "nan")
+    with pytest.raises(FloatingPointError, match=r"RL step 3.*last good checkpoint is step 2"):
+        loop.run(config, workdir, progress=False)
+    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=2)
+    assert ckpt.latest_step() == 2
+    abstract = jax.eval_shape(lambda: _fresh_rl_state(config))
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
+        x.shape, x.dtype, sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0])),
+        abstract)
+    state, extra = ckpt.restore(None, abstract)
+    assert nonfinite_leaves(state) == []
+    assert extra["loader"]["index"] == 2 * config.rl.num_prompts
+    ckpt.close()
+    rl_steps = [r["step"] for r in read_metrics(os.path.join(workdir, "metrics.jsonl"))
+                if r["phase"] == "rl"]
+    assert rl_steps == [1, 2]
+
+
+def _fresh_rl_state(config):
+    from rlvr_jax import models
+    from rlvr_jax.data.tokenizers import load_tokenizer
+    model_config = loop.build_model_config(config, load_tokenizer(config.tokenizer))
+    params = models.init_params(model_config, jax.random.PRNGKey(0))
+    tx = state_lib.make_optimizer(learning_rate=config.rl.learning_rate)
+    return state_lib.create_train_state(params, tx, jax.random.PRNGKey(0))
+
+
+_KILL_CHILD = textwrap.dedent("""
+    import sys, time
+    import jax, jax.numpy as jnp
+    from orbax.checkpoint._src.path import atomicity
+    from rlvr_jax.train.checkpoint import Checkpointer
+
+    def state(scale):  # ~48 MB in 24 arrays: the writes take a while.
+        return {f"w{i}": jnp.full((512, 1024), scale * (i + 1), jnp.float32) for i in range(24)}
+
+    ckpt = Checkpointer(sys.argv[1], max_to_keep=1)
+    ckpt.save(1, state(1.0), {"step": 1})
+    ckpt.wait()
+    slow_commit = atomicity.AtomicRenameTemporaryPath.finalize
+    async def hang_before_commit(self, *args, **kwargs):  # the kill always lands mid-save
+        time.sleep(600)
+        return await slow_commit(self, *args, **kwargs)
+    atomicity.AtomicRenameTemporaryPath.finalize = hang_before_commit
+    ckpt.save(2, state(2.0), {"step": 2})
+    print("saving", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_kill_during_save_keeps_the_previous_checkpoint(tmp_path):
+    directory = str(tmp_path / "ckpt")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    child = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, directory], cwd=REPO, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        tmp = []
+        while time.monotonic() < deadline and child.poll() is None:
+            tmp = [n for n in os.listdir(directory) if n.startswith("2.")] \
+                if os.path.isdir(directory) else []
+            if tmp:
+                break
+            time.sleep(0.05)
+        assert tmp, f"step 2 never started (child exit code {child.poll()})"
+        time.sleep(0.5)  # Into the writes of step 2.
+        assert child.poll() is None
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    names = sorted(os.listdir(directory))
+    assert "1" in names and "2" not in names, names
+    assert any(n.startswith("2.") for n in names), names   # The partial save is on disk...
+
+    ckpt = Checkpointer(directory, max_to_keep=1)
+    assert ckpt.all_steps() == (1,)                          # ...but not a step.
+    abstract = {f"w{i}": jax.ShapeDtypeStruct((512, 1024), jnp.float32,
+                                              sharding=jax.sharding.SingleDeviceSharding(
+                                                  jax.devices()[0])) for i in range(24)}
+    state, extra = ckpt.restore(None, abstract)
+    assert extra == {"step": 1}
+    for i in range(24):
+        assert np.all(np.asarray(state[f"w{i}"]) == float(i + 1))
+    # The directory is usable again: the next save lands and `keep` = 1 drops step 1.
+    ckpt.save(2, state, {"step": 2}, force=True)
+    ckpt.close()
+    assert Checkpointer(directory).all_steps() == (2,)
+    assert not [n for n in os.listdir(directory) if ".orbax-checkpoint-tmp" in n]  # Cleaned.
+
+
+def test_checkpointer_keep_interval_sharding_and_checks(tmp_path):
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("x",))
+    sharded = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x"))
+    params = {"w": jax.device_put(jnp.arange(8.0).reshape(4, 2), sharded), "b": jnp.ones(3)}
+    tx = state_lib.make_optimizer(learning_rate=1e-2)
+    state = state_lib.create_train_state(params, tx, jax.random.PRNGKey(0))
+    with Checkpointer(tmp_path / "c", max_to_keep=2, save_interval_steps=2) as ckpt:
+        assert ckpt.latest_step() is None
+        started = [ckpt.save(s, state.replace(step=jnp.asarray(s, jnp.int32)), {"s": s})
+                   for s in range(1, 6)]
+        assert started == [True, True, False, True, False]  # The first save always writes.
+        assert ckpt.save(5, state, {"s": 5}, force=True)
+        ckpt.wait()
+        assert ckpt.all_steps() == (4, 5)
+        assert not ckpt.save(5, state, force=True)  # Already saved: a no-op.
+        bad = state.replace(params={"w": params["w"] * jnp.nan, "b": params["b"]})
+        with pytest.raises(FloatingPointError, match=r"\['w'\].*stays step 5"):
+            ckpt.save(6, bad, force=True)
+        assert ckpt.all_steps() == (4, 5)
+        with pytest.raises(FileNotFoundError):
+            ckpt.restore(2, state)
+        # Restore onto a different layout: replicated instead of sharded over x.
+        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+        target = state.replace(params={"w": jax.device_put(jnp.zeros((4, 2)), replicated),
+                                       "b": params["b"]})
+        restored, extra = ckpt.restore(4, target)
+        assert extra == {"s": 4} and int(restored.step) == 4
+        assert restored.params["w"].sharding == replicated
+        assert _state_leaves_equal(restored.replace(step=state.step), state)
+        assert json.loads(json.dumps(ckpt.read_extra())) == {"s": 5}
+    with pytest.raises(ValueError, match="max_to_keep"):
+        Checkpointer(tmp_path / "d", max_to_keep=0)
