@@ -68,3 +68,34 @@ def test_missing_tensorboardx_falls_back_to_jsonl(tmp_path, monkeypatch, caplog)
     assert _events(str(tmp_path)) == []
     with open(tmp_path / "metrics.jsonl") as f:
         assert json.loads(f.readline())["x"] == 2.0
+
+
+@pytest.mark.skipif(not HAS_TBX, reason="tensorboardX (viz extra) not installed")
+def test_reopened_writer_mirrors_a_cut_back_jsonl(tmp_path):
+    """A resumed run cuts metrics.jsonl back to the checkpoint; the events follow it."""
+    w = MetricsWriter(str(tmp_path))
+    w.write(1, {"sft/loss": 2.0}, phase="sft")
+    for s in (1, 2, 3):
+        w.write(s, {"train/loss": float(s)})
+    w.close()
+    path = tmp_path / "metrics.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:3]))              # checkpoint taken after RL step 2
+    w = MetricsWriter(str(tmp_path))
+    w.write(3, {"train/loss": 30.0})                  # step 3 again, a different value
+    w.write(4, {"train/loss": 40.0, "eval/pass@1": 0.5})
+    w.close()
+    assert len(_events(str(tmp_path))) == 1
+    scalars = read_tensorboard_scalars(str(tmp_path))
+    assert scalars["train/loss"] == [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0)]
+    assert scalars["sft/loss"] == [(1, 2.0)] and scalars["eval/pass@1"] == [(4, 0.5)]
+    assert [r["step"] for r in read_metrics(str(path))] == [1, 1, 2, 3, 4]
+
+
+def test_foreign_event_files_are_kept(tmp_path):
+    other = tmp_path / "events.out.tfevents.123.host"
+    other.write_bytes(b"")
+    w = MetricsWriter(str(tmp_path))
+    w.write(1, {"a": 1.0})
+    w.close()
+    assert other.exists()

@@ -12,18 +12,27 @@ from tqdm.auto import tqdm
 _log = logging.getLogger("rlvr_jax")
 
 
+EVENTS_SUFFIX = ".rlvr"
+
+
 class TensorBoardScalars:
     """Scalar TensorBoard events in `logdir`, with the metric names kept verbatim as tags.
 
     (`tensorboardX.SummaryWriter.add_scalar` would rename `eval/pass@1` to `eval/pass_1`;
     TensorBoard itself accepts any tag, so the Summary proto is written directly.)
+    Event files end in `EVENTS_SUFFIX`; with `replace=True` earlier ones in `logdir` are
+    deleted first (the caller replays what should stay, see `MetricsWriter`).
     """
 
-    def __init__(self, logdir: str):
+    def __init__(self, logdir: str, *, replace: bool = False):
         from tensorboardX import FileWriter
         from tensorboardX.proto.summary_pb2 import Summary
+        if replace:
+            for name in os.listdir(logdir):
+                if name.startswith("events.out.tfevents.") and name.endswith(EVENTS_SUFFIX):
+                    os.remove(os.path.join(logdir, name))
         self._summary = Summary
-        self._writer = FileWriter(logdir)
+        self._writer = FileWriter(logdir, filename_suffix=EVENTS_SUFFIX)
 
     def add_scalars(self, step: int, metrics: Dict[str, float], *, walltime: float) -> None:
         values = [self._summary.Value(tag=k, simple_value=float(v)) for k, v in metrics.items()]
@@ -36,11 +45,11 @@ class TensorBoardScalars:
         self._writer.close()
 
 
-def tensorboard_writer(logdir: str) -> Optional[TensorBoardScalars]:
+def tensorboard_writer(logdir: str, *, replace: bool = False) -> Optional[TensorBoardScalars]:
     """A `TensorBoardScalars` on `logdir`, or None (with a one-line notice) when the optional
     `tensorboardX` package (the `viz` extra) is not installed."""
     try:
-        return TensorBoardScalars(logdir)
+        return TensorBoardScalars(logdir, replace=replace)
     except ImportError:
         _log.warning("tensorboardX is not installed (pip install 'rlvr_jax[viz]'); "
                      "writing metrics.jsonl only")
@@ -55,6 +64,10 @@ class MetricsWriter:
     Only the main process writes on multi-host runs (pass `enabled=False` elsewhere).
     Non-finite floats are written as null in the JSONL so every line stays valid JSON
     (TensorBoard receives them as NaN/Inf).
+
+    The JSONL file is the record: opening a writer on a workdir that already has one (a
+    resumed run, whose file the loop cut back to the checkpoint) rewrites the TensorBoard
+    events from its lines, so TensorBoard shows no duplicated or orphaned steps.
     """
 
     def __init__(self, workdir: str, *, enabled: bool = True, filename: str = "metrics.jsonl",
@@ -62,7 +75,14 @@ class MetricsWriter:
         self.enabled = enabled
         self.path = os.path.join(workdir, filename)
         self._file = open(self.path, "a", encoding="utf-8") if enabled else None
-        self._tb = tensorboard_writer(workdir) if enabled and tensorboard else None
+        self._tb = None
+        if enabled and tensorboard:
+            self._tb = tensorboard_writer(workdir, replace=True)
+            if self._tb is not None and os.path.getsize(self.path) > 0:
+                for record in read_metrics(self.path):
+                    self._tb.add_scalars(record["step"], _numbers(record),
+                                         walltime=record.get("time") or time.time())
+                self._tb.flush()
 
     @property
     def tensorboard(self) -> Optional[TensorBoardScalars]:
@@ -92,6 +112,13 @@ class MetricsWriter:
             self._tb = None
 
 
+def _numbers(record: dict) -> Dict[str, float]:
+    """The metric values of a metrics.jsonl record (null -> NaN)."""
+    return {k: math.nan if v is None else float(v) for k, v in record.items()
+            if k not in ("step", "phase", "time") and (v is None or (
+                isinstance(v, (int, float)) and not isinstance(v, bool)))}
+
+
 def read_metrics(path: str) -> list:
     """The records of a metrics.jsonl file (a list of dicts)."""
     with open(path, encoding="utf-8") as f:
@@ -109,7 +136,7 @@ def read_tensorboard_scalars(logdir: str) -> Dict[str, list]:
 
     from tensorboardX.proto import event_pb2
     out: Dict[str, list] = {}
-    names = sorted(n for n in os.listdir(logdir) if n.startswith("events.out.tfevents"))
+    names = sorted(n for n in os.listdir(logdir) if n.startswith("events.out.tfevents."))
     for name in names:
         with open(os.path.join(logdir, name), "rb") as f:
             data = f.read()
