@@ -2,8 +2,9 @@
 
 Most tests call `step.update` directly on one hand-built rollout, so sampling randomness is
 out of the picture, with an optimizer that records the gradient it is given in its state
-(`_capture_then_sgd`): two updates are then compared through their exact gradients, not
-through an Adam step (whose first update is ≈ lr·sign(g) and hides normalisation errors).
+before the trainer's AdamW (`TX`): two updates are compared through their exact gradients as
+well as their parameters (Adam's first step is ≈ lr·sign(g), which alone would hide a wrong
+normaliser).
 
 Shapes: P' = 4 prompts, G = 2 samples, B' = 8 rows, Tp = 10 prompt tokens, N = 8 new tokens.
 Compile time dominates, so every static configuration is compiled once per module.
@@ -90,21 +91,27 @@ def _capture_grads():
     return optax.GradientTransformation(init, update)
 
 
-def _capture_then_sgd(learning_rate):
-    """opt_state[0] = the last gradient; params -= learning_rate · gradient."""
-    return optax.chain(_capture_grads(), optax.sgd(learning_rate))
+# opt_state[0] = the last gradient; then the trainer's AdamW (weight decay 0, clip at 1).
+# Adam's eps is raised from 1e-8 so that a 1e-7 difference in a near-zero gradient entry
+# (float summation order) moves a parameter by at most LR·1e-4, not by up to LR.
+LR, ADAM_EPS = 1e-2, 1e-3
+PARAM_ATOL = LR * 1e-4
+TX = optax.chain(_capture_grads(), make_optimizer(learning_rate=LR, weight_decay=0.0,
+                                                  max_grad_norm=1.0, eps=ADAM_EPS))
 
 
-def _fresh_state(params, tx, seed=1):
+def _fresh_state(params, tx=TX, seed=1):
     return create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(seed))
 
 
-def _update_program(model_config, rl, lr=0.5):
-    """A jitted `(state, rollout, rewards [B'], rng) -> (state, metrics)` for `rl`."""
-    tx = _capture_then_sgd(lr)
-    fn = jax.jit(functools.partial(step_lib.update, num_samples=G, model_config=model_config,
-                                   rl=rl, tx=tx, temperature=1.0))
-    return fn, tx
+def _sampling_config(tok):
+    return sampling.SamplingConfig(max_new_tokens=N, num_samples=G,
+                                   stop_token_ids=(tok.eos_id,), pad_id=tok.pad_id)
+
+
+def _update_program(tok, model_config, rl):
+    """`make_update_fn`: jitted `(state, rollout, rewards [B']) -> (state, metrics)`."""
+    return step_lib.make_update_fn(model_config, _sampling_config(tok), rl, TX)
 
 
 def _leaves(tree):
@@ -134,17 +141,21 @@ AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 @pytest.fixture(scope="module")
-def micro_results(model_config, params, rollout):
+def update_fns(tok, model_config):
+    """{(aggregation, microbatches): update_fn}, epochs = minibatches = 1, P groups."""
+    return {(agg, micro): _update_program(
+        tok, model_config, step_lib.RLConfig(num_prompts=P, aggregation=agg, microbatches=micro))
+        for agg in AGGREGATIONS for micro in (1, 4)}
+
+
+@pytest.fixture(scope="module")
+def micro_results(update_fns, params, rollout):
     """{(aggregation, microbatches): (state, metrics)} after one update on REWARDS."""
-    out = {}
     rewards = jnp.asarray(REWARDS.reshape(-1))
-    for agg in AGGREGATIONS:
-        for micro in (1, 4):
-            rl = step_lib.RLConfig(num_prompts=P, aggregation=agg, microbatches=micro)
-            fn, tx = _update_program(model_config, rl)
-            state, metrics = fn(_fresh_state(params, tx), rollout, rewards,
-                                jax.random.PRNGKey(3))
-            out[agg, micro] = (state, {k: float(v) for k, v in metrics.items()})
+    out = {}
+    for key, fn in update_fns.items():
+        state, metrics = fn(_fresh_state(params), rollout, rewards)
+        out[key] = (state, {k: float(v) for k, v in metrics.items()})
     return out
 
 
@@ -154,8 +165,11 @@ def test_microbatches_give_the_same_update(micro_results, params, aggregation):
     four, m_four = micro_results[aggregation, 4]
     assert _norm(_grads(one)) > 1e-4  # A real update, not 0 == 0.
     _assert_trees_close(_grads(four), _grads(one))
-    _assert_trees_close(four.params, one.params, rtol=1e-6)
-    assert not np.allclose(_leaves(one.params)[0], _leaves(params)[0])
+    # Parameters after the AdamW step.
+    for a, b in zip(_leaves(four.params), _leaves(one.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=PARAM_ATOL)
+    assert max(float(np.max(np.abs(a - b)))
+               for a, b in zip(_leaves(one.params), _leaves(params))) > LR / 10
     np.testing.assert_allclose(m_four["train/loss"], m_one["train/loss"], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(m_four["train/grad_norm"], m_one["train/grad_norm"], rtol=1e-5)
     assert int(four.step) == int(one.step) == 1
@@ -202,18 +216,17 @@ def test_second_minibatch_is_off_policy(two_minibatch_update, params, rollout):
         state = _fresh_state(params, optax.sgd(1.0))
         new_state, m = two_minibatch_update(state, rollout, rewards, jax.random.PRNGKey(3),
                                             jnp.float32(lr))
-        results[lr] = (new_state, {k: float(v) for k, v in m.items()})
+        results[lr] = {k: float(v) for k, v in m.items()}
         assert int(new_state.step) == 2
     # Without a parameter change both minibatches are on-policy (old log-probs are
     # recomputed by the trainer, possibly in another batch layout: allow float noise).
-    _, frozen = results[0.0]
+    frozen = results[0.0]
     assert abs(frozen["loss/ratio_min"] - 1.0) < 1e-5
     assert abs(frozen["loss/ratio_max"] - 1.0) < 1e-5
     # After the first minibatch's update the second one sees ratios != 1 (the metrics are
     # means over the two minibatches, the first of which has ratio ≡ 1).
-    _, moved = results[2.0]
-    spread = moved["loss/ratio_max"] - moved["loss/ratio_min"]
-    assert spread > 1e-3, moved
+    moved = results[2.0]
+    assert moved["loss/ratio_max"] - moved["loss/ratio_min"] > 1e-3, moved
     assert moved["train/update_norm"] > 0.0
 
 
@@ -235,64 +248,69 @@ DYN_P = 3  # Groups that enter the update, out of P' = 4 sampled.
 
 
 @pytest.fixture(scope="module")
-def dynamic(model_config, params, rollout):
-    """The dynamic-sampling program (traced with the recording policy loss) and its first run.
+def dynamic(tok, model_config, params, rollout):
+    """The dynamic-sampling update_fn (traced with the recording policy loss) and its first run.
 
     REWARDS has 2 informative groups (0 and 2) out of 4, fewer than DYN_P = 3.
     """
     rl = step_lib.RLConfig(num_prompts=DYN_P, dynamic_sampling=True, aggregation="token-mean")
-    fn, tx = _update_program(model_config, rl)
+    fn = _update_program(tok, model_config, rl)
     _RECORDED.clear()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(step_lib, "policy_loss", _recording_policy_loss(step_lib.policy_loss))
-        state, metrics = fn(_fresh_state(params, tx), rollout, jnp.asarray(REWARDS.reshape(-1)),
-                            jax.random.PRNGKey(3))
+        state, metrics = fn(_fresh_state(params), rollout, jnp.asarray(REWARDS.reshape(-1)))
         jax.block_until_ready(state)
         jax.effects_barrier()
     recorded = list(_RECORDED)
     _RECORDED.clear()
-    return fn, tx, state, {k: float(v) for k, v in metrics.items()}, recorded
+    return fn, state, {k: float(v) for k, v in metrics.items()}, recorded
 
 
 def test_select_groups_puts_informative_groups_first(rollout):
     rl = step_lib.RLConfig(num_prompts=DYN_P, dynamic_sampling=True)
     sel, r, valid, metrics = step_lib.select_groups(rollout, jnp.asarray(REWARDS.reshape(-1)),
                                                     G, rl)
+    r = np.asarray(r)
     np.testing.assert_array_equal(np.asarray(valid), [True, True, False])
     # Groups 0 and 2 (in order), then a zero-variance filler flagged invalid.
-    np.testing.assert_array_equal(np.asarray(r)[:2], REWARDS[[0, 2]])
-    assert np.ptp(np.asarray(r)[2]) == 0.0
+    np.testing.assert_array_equal(r[:2], REWARDS[[0, 2]])
+    np.testing.assert_array_equal(np.asarray(valid), np.ptp(r, axis=1) > 0)
     np.testing.assert_array_equal(np.asarray(sel.tokens)[:4],
                                   np.asarray(rollout.tokens)[[0, 1, 4, 5]])
     assert float(metrics["rollout/kept_group_fraction"]) == 0.5
-    for g, ok in enumerate(np.asarray(valid)):
-        assert ok == (np.ptp(np.asarray(r)[g]) > 0)  # Valid iff non-zero variance.
 
 
 def test_dynamic_sampling_masks_invalid_groups_out_of_the_loss(dynamic):
-    _, _, _, metrics, recorded = dynamic
+    _, _, metrics, recorded = dynamic
     assert len(recorded) == 1, "expected one micro-batch of one minibatch"
     mask, adv = recorded[0]
     assert mask.shape == (DYN_P * G, N)
     # Rows 4-5 are the invalid filler group: no token enters the loss, zero advantage.
     assert mask[4:].sum() == 0 and np.all(adv[4:] == 0)
     np.testing.assert_array_equal(mask[:4].sum(axis=1), LENGTHS[[0, 1, 4, 5]])
+    assert np.all(adv[:4] != 0)
     assert metrics["rollout/num_valid_groups"] == 2
     assert metrics["rollout/zero_variance_fraction"] == 0.0
     assert all(np.isfinite(v) for v in metrics.values()), metrics
 
 
-def test_dynamic_sampling_gradient_equals_valid_groups_only(dynamic, model_config, params,
+def test_dynamic_sampling_gradient_equals_valid_groups_only(dynamic, update_fns, params,
                                                             rollout):
-    _, _, state, _, _ = dynamic
-    rows = np.array([0, 1, 4, 5])  # Groups 0 and 2.
-    only_valid = jax.tree.map(lambda x: x[rows], rollout)
-    rl = step_lib.RLConfig(num_prompts=2, aggregation="token-mean")
-    fn, tx = _update_program(model_config, rl)
-    ref_state, _ = fn(_fresh_state(params, tx), only_valid,
-                      jnp.asarray(REWARDS[[0, 2]].reshape(-1)), jax.random.PRNGKey(3))
+    """The same gradient as a plain (non-dynamic) update in which only groups 0 and 2 have
+    tokens: the dropped groups' rows are emptied, so they add no token, no sequence and no
+    advantage to any normaliser. (This reuses the compiled P = 4 token-mean program instead
+    of compiling a P = 2 one.)"""
+    _, state, _, _ = dynamic
+    keep_rows = np.isin(np.arange(P * G) // G, [0, 2])
+    only_valid = rollout.replace(
+        mask=rollout.mask * jnp.asarray(keep_rows[:, None].astype(np.int32)),
+        lengths=jnp.where(jnp.asarray(keep_rows), rollout.lengths, 0))
+    ref_state, ref_metrics = update_fns["token-mean", 1](
+        _fresh_state(params), only_valid, jnp.asarray(REWARDS.reshape(-1)))
     assert _norm(_grads(ref_state)) > 1e-4
     _assert_trees_close(_grads(state), _grads(ref_state))
+    for a, b in zip(_leaves(state.params), _leaves(ref_state.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=PARAM_ATOL)
 
 
 @pytest.mark.parametrize("rewards", [
@@ -301,10 +319,9 @@ def test_dynamic_sampling_gradient_equals_valid_groups_only(dynamic, model_confi
 ], ids=["one-valid", "none-valid"])
 def test_dynamic_sampling_with_too_few_valid_groups_stays_finite(dynamic, params, rollout,
                                                                  rewards):
-    fn, tx, _, _, _ = dynamic
+    fn = dynamic[0]
     r = np.asarray(rewards, np.float32)
-    state, metrics = fn(_fresh_state(params, tx), rollout, jnp.asarray(r.reshape(-1)),
-                        jax.random.PRNGKey(3))
+    state, metrics = fn(_fresh_state(params), rollout, jnp.asarray(r.reshape(-1)))
     metrics = {k: float(v) for k, v in metrics.items()}
     assert all(np.isfinite(v) for v in metrics.values()), metrics
     assert all(np.all(np.isfinite(x)) for x in _leaves(state.params))
@@ -312,8 +329,26 @@ def test_dynamic_sampling_with_too_few_valid_groups_stays_finite(dynamic, params
     assert metrics["rollout/num_valid_groups"] == n_valid
     if n_valid == 0:
         assert metrics["train/loss"] == 0.0 and _norm(_grads(state)) == 0.0
+        assert metrics["train/update_norm"] == 0.0
     else:
         assert _norm(_grads(state)) > 0.0
+
+
+# ----------------------------------------------------------------------------- zero advantages
+
+def test_zero_advantages_give_no_update(update_fns, params, rollout):
+    """All groups zero-variance, no dynamic sampling (eight rewards of 0.7: their float32 std
+    is not exactly 0, the advantage must still be): the AdamW step (weight decay 0) is 0."""
+    state = _fresh_state(params)
+    before = _leaves(state.params)
+    new_state, metrics = update_fns["token-mean", 1](state, rollout,
+                                                     jnp.full((P * G,), 0.7, jnp.float32))
+    assert float(metrics["train/update_norm"]) == 0.0
+    assert float(metrics["train/grad_norm"]) == 0.0
+    assert float(metrics["advantages/abs_mean"]) == 0.0
+    assert float(metrics["rollout/zero_variance_fraction"]) == 1.0
+    for a, b in zip(_leaves(new_state.params), before):
+        np.testing.assert_array_equal(a, b)
 
 
 # ----------------------------------------------------------------------------- split path
@@ -325,53 +360,33 @@ def _parity_verifier(tokens, mask, answers):
 
 
 def _host_parity(tokens):
+    """The same verifier on the host, in numpy."""
     return (np.asarray(tokens)[:, 0] % 2 == 0).astype(np.float32)
 
 
-@pytest.fixture(scope="module")
-def programs(tok, model_config):
-    """(sampling config, rl config, Adam tx, rl_step, sample_fn, update_fn) for the split test."""
-    sc = sampling.SamplingConfig(max_new_tokens=N, num_samples=G, stop_token_ids=(tok.eos_id,),
-                                 pad_id=tok.pad_id)
-    rl = step_lib.RLConfig(num_prompts=P, aggregation="token-mean")
-    tx = make_optimizer(learning_rate=1e-2, weight_decay=0.0, max_grad_norm=1.0)
-    return (sc, rl, tx, step_lib.make_rl_step(model_config, sc, rl, tx, _parity_verifier),
-            step_lib.make_sample_fn(model_config, sc),
-            step_lib.make_update_fn(model_config, sc, rl, tx))
-
-
-def test_zero_advantages_give_no_update(programs, params, rollout):
-    """All groups zero-variance, no dynamic sampling (eight rewards of 0.7: the float32 std is
-    not exactly 0, the advantage must still be): the Adam step (weight decay 0) is exactly 0."""
-    *_, tx, _, _, update_fn = programs
-    state = _fresh_state(params, tx)
-    before = _leaves(state.params)
-    new_state, metrics = update_fn(state, rollout, jnp.full((P * G,), 0.7, jnp.float32))
-    assert float(metrics["train/update_norm"]) == 0.0
-    assert float(metrics["train/grad_norm"]) == 0.0
-    assert float(metrics["advantages/abs_mean"]) == 0.0
-    assert float(metrics["rollout/zero_variance_fraction"]) == 1.0
-    for a, b in zip(_leaves(new_state.params), before):
-        np.testing.assert_array_equal(a, b)
-
-
-def test_split_host_path_matches_one_program(programs, params, prompts):
-    """sample_fn → host rewards → update_fn gives rl_step's state.
+def test_split_host_path_matches_one_program(tok, model_config, update_fns, params, prompts):
+    """make_sample_fn → host rewards → make_update_fn gives make_rl_step's state.
 
     The two paths draw their keys differently by design: rl_step splits state.rng into
-    (next rng, sample key, update key) while update_fn splits it into (next rng, update key)
-    and the caller supplies the sample key. So this gives sample_fn rl_step's sample key
-    and uses one minibatch (the update key only shuffles minibatches): the sampled rollout,
-    rewards and update must then agree; only the carried rng differs.
+    (next rng, sample key, update key), update_fn splits it into (next rng, update key) and
+    its caller supplies the sample key (`loop.run` folds the step number into state.rng). So
+    this gives sample_fn rl_step's sample key and uses one minibatch (the update key only
+    shuffles minibatches): rollout, rewards and update must then agree; only the rng the
+    state carries on differs.
     """
-    sc, rl, tx, rl_step, sample_fn, update_fn = programs
+    sc = _sampling_config(tok)
+    rl = step_lib.RLConfig(num_prompts=P, aggregation="token-mean")
+    rl_step = step_lib.make_rl_step(model_config, sc, rl, TX, _parity_verifier)
+    sample_fn = step_lib.make_sample_fn(model_config, sc)
+    update_fn = update_fns["token-mean", 1]  # make_update_fn(model_config, sc, rl, TX).
     pb, pmask = prompts
     batch = {"prompt_tokens": jnp.asarray(pb.tokens), "prompt_mask": jnp.asarray(pmask),
              "answers": jnp.asarray(pb.answers)}
-    state = _fresh_state(params, tx, seed=7)
+    state = _fresh_state(params, seed=7)
+    start_rng = np.asarray(state.rng)
     _, sample_key, _ = jax.random.split(state.rng, 3)
 
-    one, m_one = rl_step(_fresh_state(params, tx, seed=7), batch)
+    one, m_one = rl_step(_fresh_state(params, seed=7), batch)
     rollout = sample_fn(params, batch, sample_key)
     rewards = _host_parity(rollout.tokens)
     assert 0.0 < rewards.mean() < 1.0  # Some groups carry signal; else the test is vacuous.
@@ -384,9 +399,11 @@ def test_split_host_path_matches_one_program(programs, params, prompts):
                                    atol=1e-7, err_msg=key)
     assert float(m_one["train/update_norm"]) > 0.0
     assert int(split.step) == int(one.step) == 1
-    _assert_trees_close(split.params, one.params, rtol=1e-5)
-    _assert_trees_close(split.opt_state, one.opt_state, rtol=1e-5)
-    assert not np.array_equal(np.asarray(split.rng), np.asarray(_fresh_state(params, tx, 7).rng))
+    _assert_trees_close(_grads(split), _grads(one))
+    for a, b in zip(_leaves(split.params), _leaves(one.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=PARAM_ATOL)
+    assert not np.array_equal(np.asarray(split.rng), start_rng)
+    assert not np.array_equal(np.asarray(one.rng), start_rng)
 
 
 # ----------------------------------------------------------------------------- SFT
@@ -407,7 +424,7 @@ def test_sft_step_lowers_the_nll(tok, model_config, params, prompts):
         state, metrics = sft_step(state, batch)
         losses.append(float(metrics["sft/loss"]))
     assert all(np.isfinite(losses))
-    # Random init: NLL ≈ log V; a few Adam steps on one batch must bring it down clearly.
+    # Random init: NLL ≈ log V; a few Adam steps on one fixed batch bring it down clearly.
     assert losses[0] == pytest.approx(np.log(tok.vocab_size), rel=0.2)
     assert losses[-1] < losses[0] - 0.3, losses
     assert int(state.step) == 8
