@@ -1,6 +1,7 @@
 """Checkpoints: exact resume of a run, a SIGKILL during a save, a NaN stop, the wrapper."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,8 +17,8 @@ import pytest
 from rlvr_jax.train import loop
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train.checkpoint import Checkpointer, nonfinite_leaves
-from rlvr_jax.train.config import arithmetic_config
-from rlvr_jax.train.logging import MetricsWriter, read_metrics
+from rlvr_jax.train.config import default_config
+from rlvr_jax.train.logging import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,7 +29,19 @@ def _quiet(monkeypatch):
 
 
 def _tiny_config(**checkpoint):
-    config = arithmetic_config()
+    """A few-second run: tiny model on one device, 2 SFT steps, 5 RL steps of 4 x 4 samples.
+
+    A random model rarely answers right, so a length penalty (DAPO overlong shaping), an
+    entropy bonus and a KL term make the gradients non-zero; the KL term also puts the
+    reference parameters into the checkpoint.
+    """
+    config = default_config()
+    config.mesh.num_devices = 1
+    config.data.max_prompt_len = 10
+    config.sampling.max_new_tokens = 16
+    config.rl.overlong_buffer = 8
+    config.rl.entropy_coef = 1e-3
+    config.rl.kl_coef = 1e-2
     config.sft.steps = 2
     config.sft.batch_size = 8
     config.rl.steps = 5
@@ -51,58 +64,46 @@ def _comparable(records):
             for r in records]
 
 
-class _Interrupt(Exception):
-    pass
-
-
 def _state_leaves_equal(a, b):
     la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
     assert jax.tree.structure(a) == jax.tree.structure(b)
     return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb))
 
 
-def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path, monkeypatch):
-    config = _tiny_config()
-    full = loop.run(config, str(tmp_path / "full"), progress=False)
+def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
+    """A run resumed from its step-2 checkpoint logs what the uninterrupted run logged.
 
-    # Interrupted: step 2's checkpoint completes, step 3 runs and logs, then the run dies.
-    workdir = str(tmp_path / "resumed")
-    save, write = Checkpointer.save, MetricsWriter.write
+    The interrupted run is the uninterrupted run's directory with the checkpoints after
+    step 2 removed: what a run that died after step 2's save leaves behind (a death during
+    a later save leaves only a tmp directory, see the kill test below). Its metrics.jsonl
+    still holds the lines of steps 3-5 and the final evaluation; resuming must cut them
+    and write them again, once, bitwise equal (same program, same inputs, CPU).
+    """
+    config = _tiny_config(keep=10)
+    full_dir, workdir = str(tmp_path / "full"), str(tmp_path / "resumed")
+    full = loop.run(config, full_dir, progress=False)
+    # Saved at 0 (after the warm-up), every 2 steps, and the last step.
+    assert Checkpointer(os.path.join(full_dir, "checkpoints")).all_steps() == (0, 2, 4, 5)
 
-    def save_then_wait(self, step, *args, **kwargs):
-        started = save(self, step, *args, **kwargs)
-        if step == 2:
-            self.wait()
-        return started
-
-    def write_then_die(self, step, metrics, *, phase="rl"):
-        write(self, step, metrics, phase=phase)
-        if phase == "rl" and step == 3:
-            raise _Interrupt()
-
-    monkeypatch.setattr(Checkpointer, "save", save_then_wait)
-    monkeypatch.setattr(MetricsWriter, "write", write_then_die)
-    with pytest.raises(_Interrupt):
-        loop.run(config, workdir, progress=False)
-    monkeypatch.undo()
-    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
-    logged = read_metrics(os.path.join(workdir, "metrics.jsonl"))
-    assert [(r["phase"], r["step"]) for r in logged][-1] == ("rl", 3)
-    assert Checkpointer(os.path.join(workdir, "checkpoints")).all_steps() == (0, 2)
-
+    shutil.copytree(full_dir, workdir)
+    for step in ("4", "5"):
+        shutil.rmtree(os.path.join(workdir, "checkpoints", step))
+    os.remove(os.path.join(workdir, "summary.json"))
     resumed = loop.run(config, workdir, progress=False)
 
     # Same lines in the same order (no SFT or step-3 line twice), bitwise-equal values.
-    want = _comparable(read_metrics(os.path.join(str(tmp_path / "full"), "metrics.jsonl")))
+    want = _comparable(read_metrics(os.path.join(full_dir, "metrics.jsonl")))
     got = _comparable(read_metrics(os.path.join(workdir, "metrics.jsonl")))
     assert [(p, s) for p, s, _ in got] == [(p, s) for p, s, _ in want]
     assert [p for p, _, _ in got].count("sft") == config.sft.steps
     assert got == want
+    assert any(m["train/update_norm"] > 0 for p, _, m in want if p == "rl")
     assert _state_leaves_equal(resumed["state"], full["state"])
     assert resumed["after_rl"] == full["after_rl"]
     assert resumed["after_warmup"] == full["after_warmup"]
-    # Saved at 0, 2, 4 and the last step 5; the newest `keep` = 2 remain.
-    assert Checkpointer(os.path.join(workdir, "checkpoints")).all_steps() == (4, 5)
+    with open(os.path.join(workdir, "summary.json")) as f:
+        assert json.load(f)["after_rl"] == full["after_rl"]
+    assert Checkpointer(os.path.join(workdir, "checkpoints")).all_steps() == (0, 2, 4, 5)
 
 
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
@@ -141,7 +142,7 @@ def _fresh_rl_state(config):
     model_config = loop.build_model_config(config, load_tokenizer(config.tokenizer))
     params = models.init_params(model_config, jax.random.PRNGKey(0))
     tx = state_lib.make_optimizer(learning_rate=config.rl.learning_rate)
-    return state_lib.create_train_state(params, tx, jax.random.PRNGKey(0))
+    return state_lib.create_train_state(params, tx, jax.random.PRNGKey(0), ref_params=params)
 
 
 _KILL_CHILD = textwrap.dedent("""
