@@ -44,6 +44,7 @@ def _env(monkeypatch):
         monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_MPL, reason="matplotlib (viz extra) not installed")
 @pytest.mark.timeout(300)
 def test_quickstart_notebook_runs(monkeypatch, tmp_path):
