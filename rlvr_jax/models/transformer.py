@@ -103,7 +103,17 @@ class Attention(nn.Module):
     config: ModelConfig
 
     @nn.compact
-    def __call__(self, x, positions, q_segments, q_slots, layer_cache, cache_index):
+    def __call__(self, x, positions, q_segments, q_slots, kv_cache, kv_mask, layer, cache_index):
+        """Self-attention of x [B, T, D]; with a cache, also writes this layer's new K/V.
+
+        Args:
+          kv_cache: None, or the stacked cache {"k", "v": [L, B, S, Hkv, Dh]}.
+          kv_mask: [B, S] cache mask (new tokens already written), with a cache.
+          layer: int32 scalar, this layer's index into the stacked cache.
+          cache_index: int32 scalar, the slot of the first new token.
+
+        Returns: (out [B, T, D], updated stacked cache or None).
+        """
         cfg = self.config
         dt, pdt = cfg.compute_dtype, cfg.storage_dtype
         init = nn.initializers.normal(stddev=0.02)
@@ -118,9 +128,12 @@ class Attention(nn.Module):
                 y = y + b.astype(dt)[None, None]
             return y
 
-        q = proj("q", cfg.n_heads, "heads")
-        k = proj("k", cfg.n_kv_heads, "kv_heads")
-        v = proj("v", cfg.n_kv_heads, "kv_heads")
+        q = nn.with_logical_constraint(proj("q", cfg.n_heads, "heads"),
+                                       ("batch", "length", "heads", "kv"))
+        k = nn.with_logical_constraint(proj("k", cfg.n_kv_heads, "kv_heads"),
+                                       ("batch", "length", "kv_heads", "kv"))
+        v = nn.with_logical_constraint(proj("v", cfg.n_kv_heads, "kv_heads"),
+                                       ("batch", "length", "kv_heads", "kv"))
         if cfg.qk_norm:
             q = RMSNorm(cfg.norm_eps, pdt, "kv", name="q_norm")(q)
             k = RMSNorm(cfg.norm_eps, pdt, "kv", name="k_norm")(k)
@@ -128,19 +141,24 @@ class Attention(nn.Module):
         q = apply_rope(q, positions, inv_freq)
         k = apply_rope(k, positions, inv_freq)
 
-        if layer_cache is None:
+        if kv_cache is None:
             keys, values = k, v
             kv_segments, kv_slots = q_segments, q_slots
             new_cache = None
         else:
-            keys = jax.lax.dynamic_update_slice_in_dim(
-                layer_cache["k"], k.astype(layer_cache["k"].dtype), cache_index, axis=1)
-            values = jax.lax.dynamic_update_slice_in_dim(
-                layer_cache["v"], v.astype(layer_cache["v"].dtype), cache_index, axis=1)
-            kv_segments = layer_cache["mask"]
+            # Write only the new tokens, [1, B, T, Hkv, Dh] at (layer, 0, index, 0, 0): on a
+            # loop-carried buffer XLA does this in place. Then read this layer's slice back.
+            zero = jnp.zeros((), jnp.int32)
+            start = (layer, zero, cache_index, zero, zero)
+            new_cache = {
+                name: jax.lax.dynamic_update_slice(
+                    kv_cache[name], new[None].astype(kv_cache[name].dtype), start)
+                for name, new in (("k", k), ("v", v))}
+            keys = jax.lax.dynamic_index_in_dim(new_cache["k"], layer, 0, keepdims=False)
+            values = jax.lax.dynamic_index_in_dim(new_cache["v"], layer, 0, keepdims=False)
+            kv_segments = kv_mask
             kv_slots = jnp.broadcast_to(jnp.arange(keys.shape[1], dtype=jnp.int32)[None],
                                         kv_segments.shape)
-            new_cache = {"k": keys, "v": values}
 
         batch, tq = q.shape[:2]
         groups = cfg.n_heads // cfg.n_kv_heads
@@ -176,20 +194,25 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One pre-norm transformer layer; the `nn.scan` body (carry = residual stream)."""
+    """One pre-norm transformer layer; the `nn.scan` body.
+
+    carry = (residual stream [B, T, D], stacked KV cache or None); the scanned
+    input is the layer index, used to address this layer's slice of the cache.
+    """
     config: ModelConfig
 
     @nn.compact
-    def __call__(self, x, layer_cache, positions, q_segments, q_slots, cache_index):
+    def __call__(self, carry, layer, positions, q_segments, q_slots, kv_mask, cache_index):
         cfg = self.config
-        h, new_cache = Attention(cfg, name="attn")(
+        x, kv_cache = carry
+        h, kv_cache = Attention(cfg, name="attn")(
             RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed", name="input_norm")(x),
-            positions, q_segments, q_slots, layer_cache, cache_index)
+            positions, q_segments, q_slots, kv_cache, kv_mask, layer, cache_index)
         x = x + h
         x = x + MLP(cfg, name="mlp")(
             RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed", name="post_attn_norm")(x))
         x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
-        return x, new_cache
+        return (x, kv_cache), None
 
 
 _REMAT_POLICIES = {
@@ -219,7 +242,7 @@ class Transformer(nn.Module):
             block = nn.remat(Block, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
         self.layers = nn.scan(
             block, variable_axes={"params": 0}, split_rngs={"params": True},
-            in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast),
+            in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast),
             length=cfg.n_layers, metadata_params={nn.PARTITION_NAME: "layers"},
         )(cfg, name="layers")
         self.final_norm = RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed")
@@ -234,25 +257,26 @@ class Transformer(nn.Module):
         x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
         t = tokens.shape[1]
         if cache is None:
-            layer_caches, index = None, jnp.zeros((), jnp.int32)
+            kv, mask, index = None, None, jnp.zeros((), jnp.int32)
             slots = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32)[None], tokens.shape)
             q_segments = segment_ids
         else:
             index = cache["index"]
             mask = jax.lax.dynamic_update_slice_in_dim(
                 cache["mask"], segment_ids.astype(cache["mask"].dtype), index, axis=1)
-            layer_caches = {"k": cache["k"], "v": cache["v"],
-                            "mask": jnp.broadcast_to(mask, (cfg.n_layers,) + mask.shape)}
+            kv = {"k": cache["k"], "v": cache["v"]}
             slots = jnp.broadcast_to((index + jnp.arange(t, dtype=jnp.int32))[None],
                                      tokens.shape)
             # Against the cache, every real token is in segment 1; padding in 0.
             q_segments = (segment_ids != 0).astype(jnp.int32)
-        x, new_layer_caches = self.layers(x, layer_caches, positions, q_segments, slots, index)
+        # The stacked cache rides in the carry (updated in place, one layer's new tokens
+        # per iteration); the layer index is the scanned input.
+        layer_ids = jnp.arange(cfg.n_layers, dtype=jnp.int32)
+        (x, kv), _ = self.layers((x, kv), layer_ids, positions, q_segments, slots, mask, index)
         x = self.final_norm(x)
         new_cache = None
         if cache is not None:
-            new_cache = {"k": new_layer_caches["k"], "v": new_layer_caches["v"],
-                         "mask": mask, "index": index + t}
+            new_cache = {"k": kv["k"], "v": kv["v"], "mask": mask, "index": index + t}
         if return_hidden:
             return x, new_cache
         logits = jnp.einsum("btd,dv->btv", x, self.head_matrix().astype(cfg.compute_dtype),
