@@ -240,6 +240,36 @@ def test_checkpointer_keep_interval_sharding_and_checks(tmp_path):
         assert extra == {"s": 4} and int(restored.step) == 4
         assert restored.params["w"].sharding == replicated
         assert _state_leaves_equal(restored.replace(step=state.step), state)
+        # ... and onto a single device (a run written on 2 devices, resumed on 1).
+        one = jax.sharding.SingleDeviceSharding(jax.devices()[3])
+        single, _ = ckpt.restore(4, jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), state))
+        assert single.params["w"].sharding == one
+        assert _state_leaves_equal(single.replace(step=state.step), state)
         assert json.loads(json.dumps(ckpt.read_extra())) == {"s": 5}
     with pytest.raises(ValueError, match="max_to_keep"):
         Checkpointer(tmp_path / "d", max_to_keep=0)
+
+
+def test_restore_params_alone_and_metadata(tmp_path):
+    params = {"w": jnp.arange(6.0).reshape(3, 2), "b": jnp.ones(2, jnp.bfloat16)}
+    tx = state_lib.make_optimizer(learning_rate=1e-2)
+    state = state_lib.create_train_state(params, tx, jax.random.PRNGKey(0), ref_params=params)
+    with Checkpointer(tmp_path / "c") as ckpt:
+        ckpt.save(3, state, {"phase": "rl"})
+        ckpt.wait()
+        meta = ckpt.metadata()
+        assert meta["params"]["w"] == jax.ShapeDtypeStruct((3, 2), jnp.float32)
+        assert meta["ref_params"]["b"] == jax.ShapeDtypeStruct((2,), jnp.bfloat16)
+        alone = ckpt.restore_params()   # Saved shapes and dtypes, first device.
+        assert jax.tree.structure(alone) == jax.tree.structure(params)
+        assert alone["b"].dtype == jnp.bfloat16
+        assert _state_leaves_equal(alone, params)
+        mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("x",))
+        on_mesh = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
+            x.shape, x.dtype, sharding=jax.sharding.NamedSharding(
+                mesh, jax.sharding.PartitionSpec())), params)
+        ref = ckpt.restore_params(3, on_mesh, field="ref_params")
+        assert ref["w"].sharding.mesh == mesh and _state_leaves_equal(ref, params)
+        with pytest.raises(KeyError, match="value"):
+            ckpt.restore_params(field="value")

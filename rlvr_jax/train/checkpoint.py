@@ -61,6 +61,12 @@ def _all_finite(arrays):
     return [jnp.all(jnp.isfinite(x)) for x in arrays]
 
 
+def _pytree_restore(abstract, *, partial: bool = False):
+    return ocp.args.PyTreeRestore(
+        abstract, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
+        partial_restore=partial)
+
+
 class Checkpointer:
     """Saves and restores `(state, extra)` pairs under `directory`, one sub-directory a step.
 
@@ -86,8 +92,10 @@ class Checkpointer:
             enable_async_checkpointing=async_save,
             cleanup_tmp_directories=True,   # Remove what a killed save left behind.
             create=True)
-        self._manager = ocp.CheckpointManager(self.directory, item_names=(_STATE, _EXTRA),
-                                              options=options)
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=options,
+            item_handlers={_STATE: ocp.PyTreeCheckpointHandler(),
+                           _EXTRA: ocp.JsonCheckpointHandler()})
 
     def save(self, step: int, state, extra: Optional[Dict[str, Any]] = None, *,
              force: bool = False, check_finite: bool = True) -> bool:
@@ -108,7 +116,7 @@ class Checkpointer:
                     f"refusing to checkpoint step {step}: non-finite values in "
                     f"{bad[:5]}{' ...' if len(bad) > 5 else ''}; the latest checkpoint stays "
                     f"step {self.latest_step()}")
-        args = ocp.args.Composite(**{_STATE: ocp.args.StandardSave(state),
+        args = ocp.args.Composite(**{_STATE: ocp.args.PyTreeSave(state),
                                      _EXTRA: ocp.args.JsonSave(dict(extra or {}))})
         return self._manager.save(step, args=args, force=force)
 
@@ -129,25 +137,52 @@ class Checkpointer:
         its target sharding, so this works on any mesh, also one that differs from the
         mesh the checkpoint was written on.
         """
-        if step is None:
-            step = self.latest_step()
-            if step is None:
-                raise FileNotFoundError(f"no complete checkpoint in {self.directory}")
-        if step not in self._manager.all_steps():
-            raise FileNotFoundError(f"no complete checkpoint for step {step} in "
-                                    f"{self.directory}; have {list(self.all_steps())}")
-        args = ocp.args.Composite(**{_STATE: ocp.args.StandardRestore(abstract_like(abstract_state)),
+        step = self._complete_step(step)
+        abstract = abstract_like(abstract_state)
+        args = ocp.args.Composite(**{_STATE: _pytree_restore(abstract),
                                      _EXTRA: ocp.args.JsonRestore()})
         restored = self._manager.restore(step, args=args)
         return restored[_STATE], dict(restored[_EXTRA] or {})
 
-    def read_extra(self, step: Optional[int] = None) -> Dict[str, Any]:
-        """Only the JSON `extra` of `step` (None: the latest), without reading any array."""
+    def restore_params(self, step: Optional[int] = None, abstract_params=None, *,
+                       field: str = "params"):
+        """One field of the saved state (default the policy parameters), nothing else read.
+
+        For evaluation and conversion scripts that need no optimizer state. With
+        `abstract_params` None the arrays come back with their saved shapes and dtypes on
+        the first local device; otherwise in the given shardings.
+        """
+        step = self._complete_step(step)
+        if abstract_params is None:
+            tree = self.metadata(step)
+            if field not in tree:
+                raise KeyError(f"the saved state has no field {field!r}; has {sorted(tree)}")
+            device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+            abstract_params = jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), tree[field])
+        abstract = {field: abstract_like(abstract_params)}
+        restored = self._manager.restore(step, args=ocp.args.Composite(
+            **{_STATE: _pytree_restore(abstract, partial=True)}))
+        return restored[_STATE][field]
+
+    def metadata(self, step: Optional[int] = None) -> Dict[str, Any]:
+        """The saved state as a nested dict of `jax.ShapeDtypeStruct`s (no sharding)."""
+        step = self._complete_step(step)
+        tree = self._manager.item_metadata(step)[_STATE].tree
+        return jax.tree.map(lambda m: jax.ShapeDtypeStruct(tuple(m.shape), m.dtype), tree,
+                            is_leaf=lambda m: hasattr(m, "shape") and hasattr(m, "dtype"))
+
+    def _complete_step(self, step: Optional[int]) -> int:
         if step is None:
             step = self.latest_step()
         if step is None or step not in self._manager.all_steps():
             raise FileNotFoundError(f"no complete checkpoint for step {step} in "
-                                    f"{self.directory}")
+                                    f"{self.directory}; have {list(self.all_steps())}")
+        return step
+
+    def read_extra(self, step: Optional[int] = None) -> Dict[str, Any]:
+        """Only the JSON `extra` of `step` (None: the latest), without reading any array."""
+        step = self._complete_step(step)
         restored = self._manager.restore(
             step, args=ocp.args.Composite(**{_EXTRA: ocp.args.JsonRestore()}))
         return dict(restored[_EXTRA] or {})
