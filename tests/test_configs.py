@@ -1,0 +1,133 @@
+"""Every `configs/*.py` loads, is locked, and runs one RL step end to end (tiny sizes).
+
+Loading mimics `ml_collections.config_flags.DEFINE_config_file`: import the file by path
+and call `get_config()`. The run goes through `rlvr_jax.train.loop.run` with the sizes
+overridden small (`SMALL`); compile time dominates, so each config runs once per session
+(`_run`) and the tests read its metrics.jsonl.
+"""
+import glob
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+
+from rlvr_jax.train import loop
+from rlvr_jax.train.logging import read_metrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG_FILES = sorted(glob.glob(os.path.join(ROOT, "configs", "*.py")))
+NAMES = [os.path.splitext(os.path.basename(p))[0] for p in CONFIG_FILES]
+
+# Overrides that make one RL step cheap on CPU (also used by tests/test_train_loop.py, whose
+# subprocess run of the quickstart then hits the persistent compile cache).
+SMALL = {
+    "sft.steps": 2, "sft.batch_size": 8,
+    "rl.steps": 1, "rl.num_prompts": 4, "rl.num_samples": 2,
+    "sampling.max_new_tokens": 16,
+    "eval.num_prompts": 8, "eval.batch_size": 8, "eval.every": 0,
+    "mesh.num_devices": 1, "model.preset": "tiny",
+}
+
+# Keys every RL record of metrics.jsonl must have (the issue's list).
+RL_KEYS = ("step", "rollout/reward_mean", "reward/correct", "loss/clip_frac_low",
+           "loss/clip_frac_high", "rollout/response_length", "rollout/truncation_rate",
+           "rollout/zero_variance_fraction", "advantages/mean", "train/loss",
+           "train/grad_norm", "perf/tokens_per_s", "perf/step_time_s")
+EVAL_KEYS = ("step", "eval/pass@1", "eval/pass@1_ci_low", "eval/pass@1_ci_high")
+
+
+def load_config(path):
+    """`get_config()` of a config file imported by path (as config_flags does)."""
+    name = "config_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+def small(config):
+    """`config` with the SMALL overrides applied (through the locked config's own checks)."""
+    for dotted, value in SMALL.items():
+        section, key = dotted.split(".")
+        setattr(config[section], key, value)
+    return config
+
+
+def test_there_are_configs():
+    for name in ("quickstart", "grpo_arithmetic", "dapo_arithmetic", "drgrpo_arithmetic",
+                 "gspo_arithmetic", "rloo_arithmetic"):
+        assert name in NAMES
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=NAMES)
+def test_config_loads_and_is_locked(path):
+    config = load_config(path)
+    assert config.is_locked
+    assert loop.rl_config_from(config).num_prompts == config.rl.num_prompts  # Valid RLConfig.
+    for section in (config, config.rl, config.model, config.sampling):
+        with pytest.raises(AttributeError, match="not_a_key.*locked"):
+            section.not_a_key = 1
+    with pytest.raises(TypeError, match="steps"):
+        config.rl.steps = "many"
+    # The file's docstring says what it runs.
+    with open(path, encoding="utf-8") as f:
+        assert f.read().lstrip().startswith('"""')
+
+
+_RUNS = {}
+
+
+def _run(name, tmp_path_factory):
+    """(summary, metrics records) of one small run of configs/<name>.py, once per session."""
+    if name not in _RUNS:
+        workdir = str(tmp_path_factory.mktemp(name))
+        config = small(load_config(os.path.join(ROOT, "configs", name + ".py")))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("RLVR_JAX_NO_PROGRESS", "1")
+            summary = loop.run(config, workdir, progress=False)
+        _RUNS[name] = (summary, read_metrics(os.path.join(workdir, "metrics.jsonl")), workdir)
+    return _RUNS[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_config_runs_one_rl_step(name, tmp_path_factory):
+    summary, records, workdir = _run(name, tmp_path_factory)
+    config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    rl_records = [r for r in records if r["phase"] == "rl"]
+    assert [r["step"] for r in rl_records] == [1]
+    rec = rl_records[0]
+    missing = [k for k in RL_KEYS if k not in rec]
+    assert not missing, f"{name}: metrics.jsonl lacks {missing}"
+    for key in RL_KEYS:
+        assert rec[key] is not None and np.isfinite(rec[key]), (key, rec[key])
+    assert 0.0 <= rec["rollout/truncation_rate"] <= 1.0
+    assert 0.0 <= rec["rollout/zero_variance_fraction"] <= 1.0
+    assert 1.0 <= rec["rollout/response_length"] <= SMALL["sampling.max_new_tokens"]
+    assert rec["perf/step_time_s"] > 0.0
+    if config.rl.kl_coef > 0:
+        assert "loss/kl" in rec and np.isfinite(rec["loss/kl"])
+    if config.rl.dynamic_sampling:
+        assert "rollout/kept_group_fraction" in rec
+    if config.rl.overlong_buffer > 0:
+        assert "reward/overlong" in rec
+    # Held-out evaluation after the warm-up (step 0) and after RL (step 1).
+    evals = [r for r in records if r["phase"] == "eval"]
+    assert [r["step"] for r in evals] == [0, 1]
+    for r in evals:
+        assert all(k in r for k in EVAL_KEYS), r
+        assert 0.0 <= r["eval/pass@1"] <= 1.0
+        assert r["eval/num_prompts"] == SMALL["eval.num_prompts"]
+    assert [r["step"] for r in records if r["phase"] == "sft"] == [1, 2]
+    assert summary["after_rl"]["eval/pass@1"] == evals[-1]["eval/pass@1"]
+    with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+        assert json.load(f)["rl"]["algorithm"] == config.rl.algorithm
+    assert os.path.exists(os.path.join(workdir, "summary.json"))
+
+
+def test_tokens_per_second_counts_tokens(tmp_path_factory):
+    """perf/tokens_per_s must be positive: every step trains on some response tokens."""
+    _, records, _ = _run("quickstart", tmp_path_factory)
+    rec = [r for r in records if r["phase"] == "rl"][0]
+    assert rec["perf/tokens_per_s"] > 0.0, {k: v for k, v in rec.items() if "perf" in k}
