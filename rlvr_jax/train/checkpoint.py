@@ -112,6 +112,7 @@ class Checkpointer:
         if check_finite:
             bad = nonfinite_leaves(state)
             if bad:
+                self.wait()  # The save in flight (if any) is the latest good one.
                 raise FloatingPointError(
                     f"refusing to checkpoint step {step}: non-finite values in "
                     f"{bad[:5]}{' ...' if len(bad) > 5 else ''}; the latest checkpoint stays "
