@@ -70,6 +70,7 @@ def _state_leaves_equal(a, b):
     return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb))
 
 
+@pytest.mark.slow
 def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
     """A run resumed from its step-2 checkpoint logs what the uninterrupted run logged.
 
@@ -151,8 +152,9 @@ _KILL_CHILD = textwrap.dedent("""
     from orbax.checkpoint._src.path import atomicity
     from rlvr_jax.train.checkpoint import Checkpointer
 
-    def state(scale):  # ~48 MB in 24 arrays: the writes take a while.
-        return {f"w{i}": jnp.full((512, 1024), scale * (i + 1), jnp.float32) for i in range(24)}
+    def state(scale):  # 48 MB of incompressible values in 24 arrays.
+        return {f"w{i}": scale * jax.random.normal(jax.random.PRNGKey(i), (512, 1024))
+                for i in range(24)}
 
     ckpt = Checkpointer(sys.argv[1], max_to_keep=1)
     ckpt.save(1, state(1.0), {"step": 1})
@@ -168,7 +170,18 @@ _KILL_CHILD = textwrap.dedent("""
 """)
 
 
+def _bytes_under(path):
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path)
+               for f in files)
+
+
 def test_kill_during_save_keeps_the_previous_checkpoint(tmp_path):
+    """SIGKILL a process while it writes step 2 (keep = 1): step 1 survives intact.
+
+    The parent kills as soon as 1 MB of step 2's arrays is on disk, usually in the middle
+    of the writes; the child's commit (the rename) is made to hang so that the kill lands
+    before it even on a loaded machine.
+    """
     directory = str(tmp_path / "ckpt")
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
     child = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, directory], cwd=REPO, env=env,
@@ -179,11 +192,10 @@ def test_kill_during_save_keeps_the_previous_checkpoint(tmp_path):
         while time.monotonic() < deadline and child.poll() is None:
             tmp = [n for n in os.listdir(directory) if n.startswith("2.")] \
                 if os.path.isdir(directory) else []
-            if tmp:
+            if tmp and _bytes_under(os.path.join(directory, tmp[0])) > 2**20:
                 break
-            time.sleep(0.05)
+            time.sleep(0.01)
         assert tmp, f"step 2 never started (child exit code {child.poll()})"
-        time.sleep(0.5)  # Into the writes of step 2.
         assert child.poll() is None
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
@@ -203,7 +215,8 @@ def test_kill_during_save_keeps_the_previous_checkpoint(tmp_path):
     state, extra = ckpt.restore(None, abstract)
     assert extra == {"step": 1}
     for i in range(24):
-        assert np.all(np.asarray(state[f"w{i}"]) == float(i + 1))
+        want = np.asarray(jax.random.normal(jax.random.PRNGKey(i), (512, 1024)))
+        assert np.array_equal(np.asarray(state[f"w{i}"]), want)
     # The directory is usable again: the next save lands and `keep` = 1 drops step 1.
     ckpt.save(2, state, {"step": 2}, force=True)
     ckpt.close()
