@@ -13,7 +13,7 @@ import jax
 import pytest
 
 from rlvr_jax.train import loop
-from rlvr_jax.train.config import default_config
+from rlvr_jax.train.config import arithmetic_config, default_config
 from rlvr_jax.train.logging import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,15 +101,19 @@ def test_unknown_algorithm_is_a_value_error():
 
 
 def test_run_rejects_a_bad_value_before_training(tmp_path, monkeypatch):
-    """A typo in config.rl must stop `run` before the warm-up and evaluation, not after them."""
+    """A typo in config.rl must stop `run` before the warm-up and evaluation, not after them.
+
+    (Shapes as in tests/test_configs.py, so the warm-up and evaluation programs that run
+    today before the error come from the compile cache.)
+    """
     monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
-    config = default_config()
+    config = arithmetic_config()
     config.rl.aggregation = "foo"
     config.sft.steps = 2
     config.sft.batch_size = 8
     config.eval.num_prompts = 8
     config.eval.batch_size = 8
-    config.mesh.num_devices = 1
+    config.sampling.max_new_tokens = 16
     with pytest.raises(ValueError, match="aggregation.*foo"):
         loop.run(config, str(tmp_path), progress=False)
     metrics = tmp_path / "metrics.jsonl"
