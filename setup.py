@@ -12,15 +12,24 @@ RUNTIME = [
     "safetensors>=0.8",
     "numpy>=2.0",
     "tqdm>=4.66",
+    "absl-py>=2.0",
+    "jinja2>=3.1",
 ]
 
 EXTRAS = {
-    # torch==2.13.0 is the CPU build; torch/transformers are only a numeric-parity reference.
-    "test": ["chex>=0.1.92", "pytest>=9.0", "pytest-timeout>=2.4", "torch==2.13.0", "transformers>=5.0"],
     "math": ["math-verify>=0.9"],
-    "tfds": ["tensorflow-datasets", "array_record", "importlib_resources"],
-    "viz": ["tensorboard", "matplotlib"],
+    "parquet": ["pyarrow>=15"],
+    # TFDS array_record data sources; no TensorFlow needed.
+    "tfds": ["tensorflow-datasets>=4.9", "array_record>=0.8", "importlib_resources>=6"],
+    # TensorBoard event files and PNG plots (install `tensorboard` itself to view the logs).
+    "viz": ["tensorboardX>=2.6", "matplotlib>=3.8"],
 }
+# torch==2.13.0 is the CPU build; torch/transformers are only a numeric-parity reference.
+# The tests also exercise every optional extra.
+EXTRAS["test"] = sorted(set(
+    ["chex>=0.1.92", "pytest>=9.0", "pytest-timeout>=2.4", "torch==2.13.0", "transformers>=5.0",
+     "nbformat>=5.10", "nbclient>=0.10", "ipykernel>=6.29"]
+    + EXTRAS["math"] + EXTRAS["parquet"] + EXTRAS["tfds"] + EXTRAS["viz"]))
 
 setup(
     name="rlvr_jax",
