@@ -13,6 +13,7 @@ or with `--config.rl.lr=...` on the command line) raises an error naming it.
 """
 import ml_collections
 
+from rlvr_jax import distributed
 from rlvr_jax.train import algorithms
 
 
@@ -123,6 +124,8 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.checkpoint.keep = 3            # Newest complete checkpoints kept.
     c.checkpoint.async_save = True   # Write in a background thread while training goes on.
     c.checkpoint.resume = True       # Continue from the latest checkpoint if there is one.
+
+    c.distributed = distributed.default_config()  # jax.distributed (TPU pods, GPU clusters).
 
     c.log_every = 1
     algorithms.apply(c.rl, algorithm)

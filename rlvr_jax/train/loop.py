@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import models, sampling, sharding, tasks
+from rlvr_jax import distributed, models, sampling, sharding, tasks
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.train import state as state_lib
@@ -113,7 +113,9 @@ class _Placer:
                                               self.rules)
 
     def batch(self, batch):
-        return sharding.make_global_batch(batch, self.mesh, rules=self.rules)
+        # Every process's loader yields the whole global batch (same seed, same order).
+        return sharding.make_global_batch(batch, self.mesh, rules=self.rules,
+                                          same_on_all_processes=True)
 
 
 # ----------------------------------------------------------------------------- phases
@@ -148,6 +150,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     Phases: supervised warm-up (config.sft.steps), evaluation, RL (config.rl.steps) with
     periodic evaluation, final evaluation. Metrics go to workdir/metrics.jsonl.
     """
+    distributed.initialize(config.distributed)  # Before anything touches a device.
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "config.json"), "w") as f:
         f.write(config.to_json_best_effort(indent=2))
