@@ -1,4 +1,6 @@
 """Transformer, KV cache, chunked log-probs and value model."""
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -230,3 +232,92 @@ def test_forward_rejects_bad_input(tiny_config, tiny_params):
     with pytest.raises(ValueError, match="cache"):
         models.forward(tiny_params, jnp.ones((2, 2), jnp.int32), config=tiny_config,
                        cache=models.init_cache(tiny_config, 3, 4))
+
+
+_HLO_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\((.*)$")
+
+
+def _hlo_computations(text):
+    """{computation name: [(name, result type, opcode, rest of line)]} of HLO text."""
+    comps, current = {}, None
+    for line in text.splitlines():
+        header = re.match(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*->.*\{\s*$", line)
+        if header:
+            current = comps.setdefault(header.group(1), [])
+        elif current is not None and (m := _HLO_INSTRUCTION.match(line)):
+            current.append(m.groups())
+    return comps
+
+
+def test_decode_step_updates_the_cache_in_place(tiny_config, tiny_params):
+    """A compiled 1-token step holds no cache-sized op but the in-place new-token write."""
+    batch, slots = 3, 40
+    cache = models.init_cache(tiny_config, batch, slots)
+    cache_type = "f32[" + ",".join(map(str, cache["k"].shape)) + "]"
+    new_token_elems = batch * tiny_config.n_kv_heads * tiny_config.head_dim  # [1, B, 1, Hkv, Dh]
+    step = jax.jit(lambda p, t, c: models.forward(p, t, config=tiny_config, cache=c)[1],
+                   donate_argnums=2)
+    text = step.lower(tiny_params, jnp.ones((batch, 1), jnp.int32), cache).compile().as_text()
+    comps = _hlo_computations(text)
+    fused = {m.group(1) for ops in comps.values() for (_, _, op, rest) in ops if op == "fusion"
+             for m in [re.search(r"calls=%?([\w.\-]+)", rest)] if m}
+    types = {name: typ for ops in comps.values() for (name, typ, _, _) in ops}
+
+    def numel(typ):
+        dims = re.match(r"\w+\[([\d,]*)\]", typ).group(1)
+        return int(np.prod([int(d) for d in dims.split(",") if d]))
+
+    def check_update(dus_rest):  # The update (second operand) is only the new token's K/V.
+        update = re.findall(r"%([\w.\-]+)", dus_rest)[1]
+        assert numel(types[update]) == new_token_elems, (update, types[update])
+
+    writes = 0
+    for comp, ops in comps.items():
+        if comp in fused:
+            continue
+        for name, typ, op, rest in ops:
+            if not typ.startswith(cache_type) or op in (
+                    "parameter", "get-tuple-element", "bitcast", "tuple"):
+                continue
+            if op == "dynamic-update-slice":
+                check_update(rest)
+            else:
+                assert op == "fusion", f"full-cache {op} in {comp}: {name}"
+                callee = re.search(r"calls=%?([\w.\-]+)", rest).group(1)
+                root = [i for i in comps[callee] if i[2] == "dynamic-update-slice"
+                        and i[1].startswith(cache_type)]
+                assert len(root) == 1, f"full-cache fusion {name} is not an in-place update"
+                check_update(root[0][3])
+            writes += 1
+    assert writes == 2  # K and V, once each inside the layer loop.
+
+
+def test_decode_writes_only_the_new_slot_and_matches_greedy_full_forward(tiny_config,
+                                                                          tiny_params):
+    rng = np.random.default_rng(8)
+    batch, slots, steps = 2, 16, 6
+    cache = models.init_cache(tiny_config, batch, slots)
+    shape = cache["k"].shape
+    cache = dict(cache, k=jnp.asarray(rng.normal(size=shape), jnp.float32),
+                 v=jnp.asarray(rng.normal(size=shape), jnp.float32))
+    prompt, mask = _left_padded_batch(rng, tiny_config.vocab_size, [5, 3], 5)
+    step = jax.jit(lambda c, t, m: models.forward(tiny_params, t, config=tiny_config,
+                                                  attention_mask=m, cache=c))
+    logits, cache = step(cache, prompt, mask)
+    tokens = prompt
+    for _ in range(steps):
+        nxt = jnp.argmax(logits[:, -1:], axis=-1).astype(jnp.int32)
+        tokens = jnp.concatenate([tokens, nxt], axis=1)
+        before = cache
+        logits, cache = step(cache, nxt, jnp.ones_like(nxt))
+        index = int(before["index"])
+        for name in ("k", "v"):  # Every other slot is untouched, bit for bit.
+            np.testing.assert_array_equal(np.delete(np.asarray(cache[name]), index, axis=2),
+                                          np.delete(np.asarray(before[name]), index, axis=2))
+        assert int(cache["index"]) == index + 1
+    # Greedy decoding through the cache picks exactly the tokens the full forward would.
+    full_mask = jnp.concatenate([mask, jnp.ones((batch, steps), jnp.int32)], axis=1)
+    full = models.jit_forward(tiny_params, tokens, full_mask, config=tiny_config)
+    np.testing.assert_array_equal(jnp.argmax(full[:, 4:-1], axis=-1), tokens[:, 5:])
+    np.testing.assert_allclose(logits[:, 0], full[:, -1], atol=2e-5, rtol=1e-5)

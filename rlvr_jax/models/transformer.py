@@ -15,7 +15,10 @@ KV cache. `init_cache(config, batch, max_len)` makes a fixed-size cache:
 (1 where a real token was written) and `index` (the next slot to write, shared
 by all rows). A call with a cache writes the new tokens' keys/values at slots
 `[index, index + T)` and attends over the whole cache, causally by slot. Prefill
-(T = prompt length) and decode (T = 1) are the same code path. Left-padded
+(T = prompt length) and decode (T = 1) are the same code path. The stacked
+cache rides through the layer scan as part of the carry and each layer writes
+only its new [1, B, T, Hkv, Dh] block with one `dynamic_update_slice`, so a
+decode step updates the cache in place instead of rewriting it. Left-padded
 prompts are fine: padding is excluded by the mask and does not advance RoPE
 positions (the default position of a token is the number of real tokens before
 it in its row).
@@ -151,8 +154,10 @@ class Attention(nn.Module):
             zero = jnp.zeros((), jnp.int32)
             start = (layer, zero, cache_index, zero, zero)
             new_cache = {
-                name: jax.lax.dynamic_update_slice(
-                    kv_cache[name], new[None].astype(kv_cache[name].dtype), start)
+                name: nn.with_logical_constraint(
+                    jax.lax.dynamic_update_slice(
+                        kv_cache[name], new[None].astype(kv_cache[name].dtype), start),
+                    ("layers", "batch", "length", "kv_heads", "kv"))
                 for name, new in (("k", k), ("v", v))}
             keys = jax.lax.dynamic_index_in_dim(new_cache["k"], layer, 0, keepdims=False)
             values = jax.lax.dynamic_index_in_dim(new_cache["v"], layer, 0, keepdims=False)
