@@ -2,6 +2,10 @@
 
     python scripts/benchmark.py sample --preset qwen2.5-0.5b --dtype bfloat16 \
         --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --force-length
+    python scripts/benchmark.py train --preset qwen2.5-0.5b --dtype bfloat16 --remat dots_no_batch \
+        --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
+    python scripts/benchmark.py rl_step --preset qwen2.5-0.5b --dtype bfloat16 \
+        --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
 
 Subcommands register themselves in `COMMANDS`; heavy imports (jax, the package)
 happen inside each command so `--help` stays fast.
@@ -95,7 +99,146 @@ def add_sample_parser(subparsers):
     p.set_defaults(func=sample_command)
 
 
-COMMANDS = [add_sample_parser]  # Add `train` / `rl_step` parsers here.
+def _fake_rollout(mc, prompts, samples, prompt_len, new_tokens, seed):
+    """A Rollout of random tokens (every row generates exactly `new_tokens`)."""
+    import jax
+    import jax.numpy as jnp
+    from rlvr_jax import sampling
+    b = prompts * samples
+    keys = jax.random.split(jax.random.PRNGKey(seed), 3)
+    return sampling.Rollout(
+        tokens=jax.random.randint(keys[0], (b, new_tokens), 1, mc.vocab_size),
+        mask=jnp.ones((b, new_tokens), jnp.int32),
+        logprobs=-jax.random.uniform(keys[1], (b, new_tokens)),
+        lengths=jnp.full((b,), new_tokens, jnp.int32), finished=jnp.ones((b,), bool),
+        prompt_tokens=jax.random.randint(keys[2], (b, prompt_len), 1, mc.vocab_size),
+        prompt_mask=jnp.ones((b, prompt_len), jnp.int32))
+
+
+def _flops_per_token(mc, context):
+    """Training FLOPs per token: 6·N (all matmul params incl. the LM head) + causal attention."""
+    attention = 6 * mc.n_layers * mc.n_heads * mc.head_dim * context  # 12·L·H·Dh·T / 2 (causal)
+    return 6 * mc.num_params(include_embedding=False) + attention
+
+
+def _update_setup(args):
+    import jax
+    from rlvr_jax import sampling
+    from rlvr_jax.models import presets, transformer
+    from rlvr_jax.train import state as state_lib
+    from rlvr_jax.train import step as step_lib
+
+    mc = presets.get(args.preset, dtype=args.dtype, remat=args.remat)
+    sc = sampling.SamplingConfig(max_new_tokens=args.new_tokens, num_samples=args.samples,
+                                 temperature=1.0)
+    rl = step_lib.RLConfig(num_prompts=args.prompts, microbatches=args.microbatches,
+                           logprob_chunk=args.logprob_chunk)
+    tx = state_lib.make_optimizer(learning_rate=1e-6)
+    params = transformer.init_params(mc, jax.random.PRNGKey(args.seed))
+    state = state_lib.create_train_state(params, tx, jax.random.PRNGKey(args.seed + 1))
+    return mc, sc, rl, tx, state
+
+
+def _device_info():
+    import jax
+    device = jax.devices()[0]
+    return {"device_kind": device.device_kind, "platform": device.platform,
+            "device_count": jax.device_count(), "jax_version": jax.__version__}
+
+
+def train_command(args):
+    """Policy update (forward + backward + AdamW) of B×(Tp+N) tokens: tokens/s and MFU."""
+    import jax
+    import jax.numpy as jnp
+    from rlvr_jax.train import step as step_lib
+
+    mc, sc, rl, tx, state = _update_setup(args)
+    update_fn = step_lib.make_update_fn(mc, sc, rl, tx)
+    rollout = _fake_rollout(mc, args.prompts, args.samples, args.prompt_len, args.new_tokens,
+                            args.seed)
+    rewards = (jnp.arange(args.prompts * args.samples) % 2).astype(jnp.float32)
+    holder = {"state": state}
+
+    def run():
+        holder["state"], metrics = update_fn(holder["state"], rollout, rewards)
+        return metrics
+    seconds = _timed(run, args.repeats)
+    context = args.prompt_len + args.new_tokens
+    tokens = args.prompts * args.samples * context
+    flops = tokens * _flops_per_token(mc, context)
+    out = {"benchmark": "train", "preset": args.preset, "dtype": args.dtype, "remat": args.remat,
+           "sequences": args.prompts * args.samples, "tokens_per_sequence": context,
+           "microbatches": args.microbatches, "step_s": seconds, "tokens_per_s": tokens / seconds,
+           "tflops_per_s": flops / seconds / 1e12, "matmul_params": mc.num_params(False)}
+    for name, peak in (("mfu_vs_799", 799e12), ("mfu_vs_989", 989e12)):
+        out[name] = flops / seconds / peak
+    out.update(_device_info())
+    return out
+
+
+def rl_step_command(args):
+    """A whole GRPO step (split path): sampling, scoring, update times and their sum."""
+    import jax
+    import jax.numpy as jnp
+    from rlvr_jax.train import step as step_lib
+
+    mc, sc, rl, tx, state = _update_setup(args)
+    sample_fn = step_lib.make_sample_fn(mc, sc)
+    update_fn = step_lib.make_update_fn(mc, sc, rl, tx)
+    # A stand-in verifier on device: reward 1 when a completion's first token is even.
+    score = jax.jit(lambda tokens: (tokens[:, 0] % 2 == 0).astype(jnp.float32))
+    batch = {"prompt_tokens": jax.random.randint(jax.random.PRNGKey(args.seed + 3),
+                                                 (args.prompts, args.prompt_len), 1, mc.vocab_size),
+             "prompt_mask": jnp.ones((args.prompts, args.prompt_len), jnp.int32)}
+    holder = {"state": state}
+    rng = jax.random.PRNGKey(args.seed + 4)
+    sample_s = _timed(lambda: sample_fn(holder["state"].params, batch, rng), args.repeats)
+    rollout = sample_fn(holder["state"].params, batch, rng)
+    score_s = _timed(lambda: score(rollout.tokens), args.repeats)
+    rewards = score(rollout.tokens)
+
+    def run():
+        holder["state"], metrics = update_fn(holder["state"], rollout, rewards)
+        return metrics
+    update_s = _timed(run, args.repeats)
+    generated = int(jnp.sum(rollout.lengths))
+    out = {"benchmark": "rl_step", "preset": args.preset, "dtype": args.dtype,
+           "prompts": args.prompts, "samples": args.samples, "prompt_len": args.prompt_len,
+           "new_tokens": args.new_tokens, "generated_tokens": generated,
+           "sampling_s": sample_s, "scoring_s": score_s, "update_s": update_s,
+           "step_s": sample_s + score_s + update_s,
+           "sampling_tokens_per_s": generated / sample_s}
+    out.update(_device_info())
+    return out
+
+
+def _add_update_args(p, prompts, samples, prompt_len, new_tokens):
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--dtype", default="float32", help="compute dtype (bfloat16 on GPU)")
+    p.add_argument("--remat", default="none", help="none | full | dots | dots_no_batch")
+    p.add_argument("--prompts", type=int, default=prompts, help="P")
+    p.add_argument("--samples", type=int, default=samples, help="G")
+    p.add_argument("--prompt-len", type=int, default=prompt_len)
+    p.add_argument("--new-tokens", type=int, default=new_tokens)
+    p.add_argument("--microbatches", type=int, default=1)
+    p.add_argument("--logprob-chunk", type=int, default=128)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def add_train_parser(subparsers):
+    p = subparsers.add_parser("train", help=train_command.__doc__)
+    _add_update_args(p, prompts=4, samples=2, prompt_len=8, new_tokens=16)
+    p.set_defaults(func=train_command)
+
+
+def add_rl_step_parser(subparsers):
+    p = subparsers.add_parser("rl_step", help=rl_step_command.__doc__)
+    _add_update_args(p, prompts=4, samples=2, prompt_len=8, new_tokens=16)
+    p.set_defaults(func=rl_step_command)
+
+
+COMMANDS = [add_sample_parser, add_train_parser, add_rl_step_parser]
 
 
 def main(argv=None):

@@ -34,3 +34,24 @@ def test_benchmark_requires_a_subcommand():
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py")], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "sample" in proc.stderr
+
+
+def _load_benchmark_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_train_and_rl_step_benchmarks_print_json(capsys):
+    benchmark = _load_benchmark_module()
+    benchmark.main(["train", "--preset", "tiny", "--repeats", "1", "--microbatches", "2"])
+    train = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert train["benchmark"] == "train" and train["sequences"] == 8
+    assert train["tokens_per_s"] > 0 and 0 < train["mfu_vs_799"] < 1
+    assert train["mfu_vs_989"] < train["mfu_vs_799"]
+    benchmark.main(["rl_step", "--preset", "tiny", "--repeats", "1"])
+    step = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert step["generated_tokens"] == 4 * 2 * 16
+    assert step["step_s"] >= step["sampling_s"] + step["update_s"] > 0
