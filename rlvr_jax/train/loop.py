@@ -74,7 +74,10 @@ def rl_config_from(config) -> step_lib.RLConfig:
     r = config.rl
     return step_lib.RLConfig(
         num_prompts=r.num_prompts, advantage=r.advantage, advantage_scale=r.advantage_scale,
-        advantage_eps=r.advantage_eps, positive_weight=r.positive_weight,
+        advantage_eps=r.advantage_eps, gpg_alpha=r.gpg_alpha, gamma=r.gamma, lam=r.lam,
+        whiten_advantages=r.whiten_advantages, value_clip=r.value_clip or None,
+        kl_target=r.kl_target or None, kl_horizon=r.kl_horizon,
+        positive_weight=r.positive_weight,
         negative_weight=r.negative_weight, policy_loss=r.policy_loss, eps_low=r.eps_low,
         eps_high=r.eps_high, dual_clip=r.dual_clip or None, aggregation=r.aggregation,
         kl_coef=r.kl_coef, kl_kind=r.kl_kind, kl_in_reward=r.kl_in_reward,
@@ -104,6 +107,7 @@ class _Placer:
     def __init__(self, mesh, rules, model_config):
         self.mesh, self.rules = mesh, rules
         self.specs = models.param_logical_axes(model_config)
+        self.value_specs = models.value_logical_axes(model_config)
 
     def params(self, params):
         return sharding.shard_params(params, self.specs, self.mesh, self.rules)
@@ -111,6 +115,13 @@ class _Placer:
     def opt_state(self, opt_state, tx, params):
         return sharding.shard_optimizer_state(opt_state, tx, params, self.specs, self.mesh,
                                               self.rules)
+
+    def value_params(self, value_params):
+        return sharding.shard_params(value_params, self.value_specs, self.mesh, self.rules)
+
+    def value_opt_state(self, opt_state, tx, value_params):
+        return sharding.shard_optimizer_state(opt_state, tx, value_params, self.value_specs,
+                                              self.mesh, self.rules)
 
     def batch(self, batch):
         # Every process's loader yields the whole global batch (same seed, same order).
@@ -154,6 +165,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "config.json"), "w") as f:
         f.write(config.to_json_best_effort(indent=2))
+    rl = rl_config_from(config)  # Validates config.rl before any work is done.
     tokenizer = load_tokenizer(config.tokenizer, chat_template=config.data.chat_template or None)
     model_config = build_model_config(config, tokenizer)
     task, train_source, test_source = build_task_and_sources(config)
@@ -218,7 +230,6 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
         summary["after_warmup"] = resumed["after_warmup"]
 
     # 2. RL.
-    rl = rl_config_from(config)
     g = config.rl.num_samples
     prompts_per_step = int(round(config.rl.num_prompts * max(config.rl.oversample, 1.0)))
     if not config.rl.dynamic_sampling:
@@ -233,17 +244,30 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
                                   schedule=config.rl.schedule,
                                   weight_decay=config.rl.weight_decay,
                                   max_grad_norm=config.rl.max_grad_norm or None)
+    value_tx = value_params = None
+    if rl.needs_value:  # PPO: a value model initialised from the (warmed-up) policy.
+        value_tx = state_lib.make_optimizer(learning_rate=config.rl.value_learning_rate,
+                                            max_grad_norm=config.rl.max_grad_norm or None)
+        value_params = placer.value_params(models.init_value_params(
+            model_config, init_rng, params))
     state = state_lib.create_train_state(
         params, tx, rl_rng,
-        ref_params=jax.tree.map(jnp.copy, params) if rl.needs_reference else None)
+        ref_params=jax.tree.map(jnp.copy, params) if rl.needs_reference else None,
+        value_params=value_params, value_tx=value_tx,
+        kl_coef=rl.kl_coef if rl.adaptive_kl else None)
     state = state.replace(opt_state=placer.opt_state(state.opt_state, tx, params))
+    if rl.needs_value:
+        state = state.replace(value_opt_state=placer.value_opt_state(
+            state.value_opt_state, value_tx, value_params))
     use_token_verifier = _use_token_verifier(config, task)
     if use_token_verifier:
         rl_step = step_lib.make_rl_step(model_config, sampling_config, rl, tx,
-                                        tasks.make_token_verifier(tokenizer))
+                                        tasks.make_token_verifier(tokenizer),
+                                        value_tx=value_tx)
     else:
         sample_fn = step_lib.make_sample_fn(model_config, sampling_config)
-        update_fn = step_lib.make_update_fn(model_config, sampling_config, rl, tx)
+        update_fn = step_lib.make_update_fn(model_config, sampling_config, rl, tx,
+                                            value_tx=value_tx)
     loader = datasets.PromptLoader(train_source, tokenizer, batch_size=prompts_per_step,
                                    max_prompt_len=tp, overflow=config.data.overflow,
                                    seed=config.seed + 7)
