@@ -31,6 +31,42 @@ PRESETS = {
     # CISPO (MiniMax-M1): clipped stop-gradient IS weight times -A·logp.
     "cispo": dict(advantage="grpo", advantage_scale="group", policy_loss="cispo",
                   eps_high=4.0, aggregation="token-mean", kl_coef=0.0),
+    # PPO with a value model (initialised from the policy) and GAE (γ = λ = 1), advantages
+    # whitened over the batch's valid tokens, clipped value loss with its own optimizer,
+    # two minibatches per batch (so the ratio and the value clipping act).
+    "ppo": dict(advantage="gae", gamma=1.0, lam=1.0, whiten_advantages=True,
+                value_clip=0.5, policy_loss="ppo_clip", eps_low=0.2, eps_high=0.2,
+                aggregation="token-mean", kl_coef=0.0, minibatches=2),
+    # REINFORCE++: per-token reward = outcome at the last token − β·KL_t (k1, in the reward),
+    # γ = 1 returns, whitened over the batch's valid tokens; PPO clip.
+    "reinforce_pp": dict(advantage="reinforce_pp", gamma=1.0, policy_loss="ppo_clip",
+                         eps_low=0.2, eps_high=0.2, aggregation="token-mean", kl_coef=0.01,
+                         kl_kind="k1", kl_in_reward=True),
+    # REINFORCE++-baseline: group-mean baseline, then batch whitening; KL in the loss (k3).
+    "reinforce_pp_baseline": dict(advantage="reinforce_pp_baseline", policy_loss="ppo_clip",
+                                  eps_low=0.2, eps_high=0.2, aggregation="token-mean",
+                                  kl_coef=0.01, kl_kind="k3", kl_in_reward=False),
+    # GPG: A = α(r − mean_g) with the paper's α, plain −A·logπ, token mean, no KL.
+    "gpg": dict(advantage="gpg", gpg_alpha="paper", policy_loss="reinforce",
+                aggregation="token-mean", kl_coef=0.0),
+    # Negative-sample reinforcement: −1 for wrong samples, 0 for right ones, −A·logπ.
+    "nsr": dict(advantage="w_reinforce", positive_weight=0.0, policy_loss="reinforce",
+                aggregation="token-mean", kl_coef=0.0),
+    # W-REINFORCE: +λ (0.1) for right samples, −1 for wrong ones, −A·logπ.
+    "w_reinforce": dict(advantage="w_reinforce", positive_weight=0.1, policy_loss="reinforce",
+                        aggregation="token-mean", kl_coef=0.0),
+    # "Beyond the 80/20 rule": DAPO-style clip-higher, token mean, policy gradient only
+    # through the top-20% highest-entropy tokens of each minibatch.
+    "entropy_8020": dict(advantage="grpo", advantage_scale="group", policy_loss="ppo_clip",
+                         eps_low=0.2, eps_high=0.28, aggregation="token-mean", kl_coef=0.0,
+                         entropy_keep_fraction=0.2),
+    # KL in the reward with an adaptive coefficient (Ziegler et al. 2019; verl
+    # kl_ctrl.type=adaptive): REINFORCE++ returns, β starts at 0.01 and moves towards a
+    # per-token KL target of 0.1 over a horizon of 10000 samples.
+    "kl_reward_adaptive": dict(advantage="reinforce_pp", gamma=1.0, policy_loss="ppo_clip",
+                               eps_low=0.2, eps_high=0.2, aggregation="token-mean",
+                               kl_coef=0.01, kl_kind="k1", kl_in_reward=True, kl_target=0.1,
+                               kl_horizon=10000),
 }
 
 

@@ -78,9 +78,16 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.rl.schedule = "constant"       # constant | cosine.
     c.rl.weight_decay = 0.0
     c.rl.max_grad_norm = 1.0
-    c.rl.advantage = "grpo"          # grpo | rloo | grpo_passk | ngrpo | w_reinforce.
+    c.rl.advantage = "grpo"          # grpo | rloo | grpo_passk | ngrpo | w_reinforce | gpg |
+    #                                  reinforce_pp | reinforce_pp_baseline | gae (PPO).
     c.rl.advantage_scale = "group"   # group | batch | none.
     c.rl.advantage_eps = 1e-6
+    c.rl.gpg_alpha = "paper"         # GPG's α = B / n: paper | verl (see docs/algorithms.md).
+    c.rl.gamma = 1.0                 # Discount (reinforce_pp, gae).
+    c.rl.lam = 1.0                   # GAE λ.
+    c.rl.whiten_advantages = True    # gae: whiten advantages over the batch's valid tokens.
+    c.rl.value_clip = 0.0            # gae: value clipping range (0: no clipping).
+    c.rl.value_learning_rate = 1e-5  # gae: the value model's own AdamW learning rate.
     c.rl.positive_weight = 1.0       # Weight of positive advantages (0: negative samples only).
     c.rl.negative_weight = 1.0
     c.rl.policy_loss = "ppo_clip"    # ppo_clip | gspo | cispo | reinforce.
@@ -91,6 +98,8 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.rl.kl_coef = 0.0               # > 0 keeps a frozen reference model.
     c.rl.kl_kind = "k3"
     c.rl.kl_in_reward = False
+    c.rl.kl_target = 0.0             # > 0 (with kl_in_reward): adaptive β towards this KL.
+    c.rl.kl_horizon = 10000          # Adaptive-β horizon in samples.
     c.rl.entropy_coef = 0.0
     c.rl.entropy_keep_fraction = 1.0  # 0.2: train only on the top-20% entropy tokens.
     c.rl.epochs = 1                  # μ.

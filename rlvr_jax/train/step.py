@@ -20,14 +20,19 @@ import optax
 from rlvr_jax import advantages as adv_lib
 from rlvr_jax import losses, sampling
 from rlvr_jax.models import ModelConfig, sequence_logprobs
+from rlvr_jax.models.value import value_forward
 from rlvr_jax.rewards.length import overlong_penalty_jnp
 from rlvr_jax.train.state import TrainState
 
 Batch = Dict[str, jax.Array]
 Metrics = Dict[str, jax.Array]
 
-ADVANTAGES = ("grpo", "rloo", "grpo_passk", "ngrpo", "w_reinforce")
+ADVANTAGES = ("grpo", "rloo", "grpo_passk", "ngrpo", "w_reinforce", "gpg",
+              "reinforce_pp", "reinforce_pp_baseline", "gae")
+# Estimators that give per-token advantages [B, N] (the others give one per sequence).
+TOKEN_ADVANTAGES = ("reinforce_pp", "reinforce_pp_baseline", "gae")
 POLICY_LOSSES = ("ppo_clip", "gspo", "cispo", "reinforce")
+GPG_ALPHAS = ("paper", "verl")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +42,15 @@ class RLConfig:
     Attributes:
       num_prompts: P, the groups that enter the update. Without dynamic sampling
         it must equal the batch's prompts; with it, the batch holds more.
-      advantage: "grpo" | "rloo" | "grpo_passk" | "ngrpo" | "w_reinforce".
+      advantage: "grpo" | "rloo" | "grpo_passk" | "ngrpo" | "w_reinforce" | "gpg"
+        (sequence level) or "reinforce_pp" | "reinforce_pp_baseline" | "gae" (token level).
       advantage_scale: for grpo: "group" (GRPO), "batch" (Lite-PPO), "none" (Dr.GRPO).
       advantage_eps: the std's epsilon.
+      gpg_alpha: GPG's scale α = B / n with n = "paper": samples in groups with
+        non-zero advantage; "verl": samples with non-zero reward.
+      gamma, lam: discount and GAE λ (reinforce_pp uses gamma; gae both).
+      whiten_advantages: gae: whiten the advantages over the valid tokens of the batch.
+      value_clip: gae: value clipping range around the old values (None: no clipping).
       positive_weight, negative_weight: scale positive / negative advantages
         (negative-sample reinforcement: positive_weight=0).
       policy_loss: "ppo_clip" | "gspo" | "cispo" | "reinforce".
@@ -47,7 +58,10 @@ class RLConfig:
       dual_clip: optional dual-clip constant c > 1 (ppo_clip).
       aggregation: a `losses.MODES` name.
       kl_coef, kl_kind: KL(π‖π_ref) term; 0 disables the reference model.
-      kl_in_reward: put the (stop-gradient) KL in the reward instead of the loss.
+      kl_in_reward: put the (stop-gradient) KL in the reward instead of the loss: summed
+        over the sequence for sequence-level estimators, −β·KL_t per token for token-level ones.
+      kl_target, kl_horizon: with kl_in_reward, adapt β towards a target per-token KL
+        (`losses.adaptive_kl_coef`); β then lives in `TrainState.kl_coef`.
       entropy_coef: entropy bonus coefficient (loss −= coef · H).
       entropy_keep_fraction: < 1 keeps only that fraction of highest-entropy
         tokens in the policy loss ("Beyond the 80/20 rule").
@@ -62,6 +76,11 @@ class RLConfig:
     advantage: str = "grpo"
     advantage_scale: str = "group"
     advantage_eps: float = 1e-6
+    gpg_alpha: str = "paper"
+    gamma: float = 1.0
+    lam: float = 1.0
+    whiten_advantages: bool = True
+    value_clip: Optional[float] = None
     positive_weight: float = 1.0
     negative_weight: float = 1.0
     policy_loss: str = "ppo_clip"
@@ -72,6 +91,8 @@ class RLConfig:
     kl_coef: float = 0.0
     kl_kind: str = "k3"
     kl_in_reward: bool = False
+    kl_target: Optional[float] = None
+    kl_horizon: int = 10000
     entropy_coef: float = 0.0
     entropy_keep_fraction: float = 1.0
     epochs: int = 1
@@ -99,6 +120,18 @@ class RLConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 < self.entropy_keep_fraction <= 1.0:
             raise ValueError("entropy_keep_fraction must be in (0, 1]")
+        if self.gpg_alpha not in GPG_ALPHAS:
+            raise ValueError(f"gpg_alpha must be one of {GPG_ALPHAS}, got {self.gpg_alpha!r}")
+        for name in ("gamma", "lam"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.value_clip is not None and self.value_clip <= 0:
+            raise ValueError(f"value_clip must be > 0 or None, got {self.value_clip}")
+        if self.kl_target is not None:
+            if not (self.kl_in_reward and self.kl_coef > 0):
+                raise ValueError("kl_target (adaptive KL) needs kl_in_reward=True and kl_coef > 0")
+            if self.kl_target <= 0 or self.kl_horizon < 1:
+                raise ValueError("kl_target must be > 0 and kl_horizon >= 1")
 
     @property
     def needs_old_logprobs(self) -> bool:
@@ -108,6 +141,20 @@ class RLConfig:
     @property
     def needs_reference(self) -> bool:
         return self.kl_coef > 0.0
+
+    @property
+    def needs_value(self) -> bool:
+        """PPO with GAE trains a value model (`TrainState.value_params`)."""
+        return self.advantage == "gae"
+
+    @property
+    def token_level(self) -> bool:
+        return self.advantage in TOKEN_ADVANTAGES
+
+    @property
+    def adaptive_kl(self) -> bool:
+        """β adapts (`TrainState.kl_coef` holds it)."""
+        return self.kl_target is not None
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -145,12 +192,76 @@ def group_advantages(rewards: jax.Array, group_mask: jax.Array, rl: RLConfig) ->
         a = adv_lib.grpo_passk(rewards, group_mask=group_mask)
     elif rl.advantage == "ngrpo":
         a = adv_lib.ngrpo(rewards, eps=rl.advantage_eps, group_mask=group_mask)
-    else:
+    elif rl.advantage == "gpg":
+        a = gpg_advantages(rewards, group_mask, alpha=rl.gpg_alpha)
+    elif rl.advantage == "w_reinforce":
         a = adv_lib.w_reinforce(rewards, positive_weight=rl.positive_weight)
+    else:
+        raise ValueError(f"{rl.advantage!r} is a token-level estimator: use token_advantages")
     if rl.advantage != "w_reinforce" and (rl.positive_weight != 1.0 or rl.negative_weight != 1.0):
         a = adv_lib.sign_weighted(a, positive_weight=rl.positive_weight,
                                   negative_weight=rl.negative_weight)
     return jnp.where(group_mask[:, None], a, 0.0)
+
+
+def gpg_advantages(rewards: jax.Array, group_mask: jax.Array, *,
+                   alpha: str = "paper") -> jax.Array:
+    """GPG advantage `A_i = α·(r_i − mean_g(r))` [P, G] (no std; all-equal groups give 0).
+
+    α = B / n rescales the gradient for the samples that carry no signal: B = the samples
+    of the valid groups, and n = (alpha="paper") the samples in groups with non-zero
+    advantage (Chu et al. 2025, "GPG", its gradient correction), or (alpha="verl") the
+    samples with a non-zero reward (verl `adv_estimator=gpg`). For 0/1 rewards the two
+    differ: an all-correct group counts for verl, not for the paper.
+
+    Args:
+      rewards: [P, G] float rewards. group_mask: [P] bool valid groups.
+    """
+    if alpha not in GPG_ALPHAS:
+        raise ValueError(f"alpha must be one of {GPG_ALPHAS}, got {alpha!r}")
+    r = rewards.astype(jnp.float32)
+    g = r.shape[1]
+    zero = adv_lib.zero_variance_groups(r) | ~group_mask
+    centered = jnp.where(zero[:, None], 0.0, r - jnp.mean(r, axis=1, keepdims=True))
+    total = jnp.sum(group_mask.astype(jnp.float32)) * g
+    if alpha == "paper":
+        n = jnp.sum((~zero).astype(jnp.float32)) * g
+    else:
+        n = jnp.sum(((r != 0) & group_mask[:, None]).astype(jnp.float32))
+    return centered * (total / jnp.maximum(n, 1.0))
+
+
+def token_advantages(rewards: jax.Array, mask: jax.Array, valid: jax.Array, rl: RLConfig, *,
+                     kl: Optional[jax.Array] = None, kl_coef=0.0,
+                     old_values: Optional[jax.Array] = None
+                     ) -> Tuple[jax.Array, Optional[jax.Array]]:
+    """Per-token advantages [B, N] (and GAE returns) of the token-level estimators.
+
+    Args:
+      rewards: [P, G] outcome rewards. mask: [B, N] response mask (0 for invalid groups).
+      valid: [P] bool valid groups.
+      kl: optional [B, N] stop-gradient KL(π_old‖π_ref) per token, put in the reward as
+        −kl_coef·KL_t (reinforce_pp, gae).
+      old_values: [B, N] values of the old policy's states (gae).
+
+    Returns:
+      (advantages [B, N], returns [B, N] for gae else None), 0 at masked positions.
+    """
+    g = rewards.shape[1]
+    row_valid = jnp.repeat(valid, g)
+    if rl.advantage == "reinforce_pp_baseline":
+        return adv_lib.reinforce_plus_plus_baseline(rewards, mask, group_mask=valid), None
+    per_token = adv_lib.token_rewards(rewards.reshape(-1), mask, kl=kl, kl_coef=kl_coef)
+    if rl.advantage == "reinforce_pp":
+        return adv_lib.reinforce_plus_plus(per_token, mask, gamma=rl.gamma,
+                                           sequence_mask=row_valid), None
+    if rl.advantage != "gae":
+        raise ValueError(f"{rl.advantage!r} is not a token-level estimator")
+    a, returns = adv_lib.gae(per_token, old_values, mask, gamma=rl.gamma, lam=rl.lam)
+    if rl.whiten_advantages:
+        m = mask.astype(bool) & row_valid[:, None]
+        a = adv_lib.whiten(a, m)
+    return a, returns
 
 
 def _select(tree, index):
@@ -286,10 +397,43 @@ def _map_microbatches(fn, data: Dict[str, jax.Array], num: int):
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
 
 
+def value_loss(value_params, mb: Dict[str, jax.Array], counts: Dict[str, jax.Array], *,
+               model_config: ModelConfig, rl: RLConfig) -> Tuple[jax.Array, Metrics]:
+    """Clipped value loss of one micro-batch, token-mean over its whole minibatch.
+
+    The value of completion token n is the value model's output at the position before
+    it (the state in which the token was chosen).
+    """
+    n_new = mb["mask"].shape[1]
+    v = value_forward(value_params, mb["tokens"], mb["attention"],
+                      config=model_config)[:, -n_new - 1:-1]
+    per_token, metrics = losses.value_loss(v, mb["old_values"], mb["returns"], mb["mask"],
+                                           clip=rl.value_clip)
+    loss = losses.aggregate(per_token, mb["mask"], "token-mean", num_tokens=counts["num_tokens"])
+    return loss, {f"value/{k}": x for k, x in metrics.items()}
+
+
+def _accumulate(grad_fn, params, micro, counts):
+    """(Σ loss, Σ grads, mean metrics) of grad_fn over the leading (micro-batch) axis."""
+    def micro_step(acc, x):
+        (loss, m), g = grad_fn(params, x, counts)
+        return jax.tree.map(jnp.add, acc, (loss, g)), m
+
+    zeros = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
+    (loss, grads), mets = jax.lax.scan(micro_step, zeros, micro)
+    return loss, grads, jax.tree.map(jnp.mean, mets)
+
+
 def _scan_updates(state: TrainState, experience: Dict[str, jax.Array], rng: jax.Array, *,
                   model_config: ModelConfig, rl: RLConfig, tx: optax.GradientTransformation,
-                  temperature: float) -> Tuple[TrainState, Metrics]:
-    """μ epochs × minibatches optimizer steps, each accumulated over micro-batches."""
+                  temperature: float,
+                  value_tx: Optional[optax.GradientTransformation] = None
+                  ) -> Tuple[TrainState, Metrics]:
+    """μ epochs × minibatches optimizer steps, each accumulated over micro-batches.
+
+    With a value model (gae), each minibatch also takes one step of the value optimizer
+    on the same rows.
+    """
     b = experience["tokens"].shape[0]
     mb_size = b // rl.minibatches
     perms = [jax.random.permutation(jax.random.fold_in(rng, e), b) if rl.minibatches > 1
@@ -297,60 +441,89 @@ def _scan_updates(state: TrainState, experience: Dict[str, jax.Array], rng: jax.
     order = jnp.stack(perms).reshape(rl.epochs * rl.minibatches, mb_size)
     grad_fn = jax.value_and_grad(functools.partial(
         policy_loss, model_config=model_config, rl=rl, temperature=temperature), has_aux=True)
+    value_grad_fn = jax.value_and_grad(functools.partial(
+        value_loss, model_config=model_config, rl=rl), has_aux=True)
 
     def minibatch_step(carry, rows):
-        params, opt_state = carry
+        params, opt_state, vparams, vopt_state = carry
         mb = _select(experience, rows)
         counts = jax.tree.map(lambda c: jnp.maximum(c, 1.0), losses.global_counts(mb["mask"]))
+        if rl.entropy_keep_fraction < 1.0:  # The cutoff is over the minibatch's valid tokens.
+            mb["entropy_mask"] = losses.high_entropy_mask(
+                mb.pop("entropy"), mb["mask"], keep_fraction=rl.entropy_keep_fraction)
         micro = jax.tree.map(
             lambda x: x.reshape((rl.microbatches, mb_size // rl.microbatches) + x.shape[1:]), mb)
-
-        def micro_step(acc, x):
-            (loss, m), g = grad_fn(params, x, counts)
-            return jax.tree.map(jnp.add, acc, (loss, g)), m
-
-        zeros = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
-        (loss, grads), mets = jax.lax.scan(micro_step, zeros, micro)
-        mets = jax.tree.map(jnp.mean, mets)
+        loss, grads, mets = _accumulate(grad_fn, params, micro, counts)
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         mets["train/loss"] = loss
         mets["train/grad_norm"] = optax.global_norm(grads)
-        return (params, opt_state), mets
+        if rl.entropy_keep_fraction < 1.0:
+            mets["train/entropy_kept_fraction"] = jnp.sum(mb["entropy_mask"]) / counts[
+                "num_tokens"]
+        if rl.needs_value:
+            vloss, vgrads, vmets = _accumulate(value_grad_fn, vparams, micro, counts)
+            vupdates, vopt_state = value_tx.update(vgrads, vopt_state, vparams)
+            vparams = optax.apply_updates(vparams, vupdates)
+            mets.update(vmets)
+            mets["value/loss"] = vloss
+            mets["value/grad_norm"] = optax.global_norm(vgrads)
+        return (params, opt_state, vparams, vopt_state), mets
 
-    (params, opt_state), mets = jax.lax.scan(
-        minibatch_step, (state.params, state.opt_state), order)
+    carry = (state.params, state.opt_state, state.value_params, state.value_opt_state)
+    (params, opt_state, vparams, vopt_state), mets = jax.lax.scan(minibatch_step, carry, order)
     mets = jax.tree.map(jnp.mean, mets)
     mets["train/update_norm"] = optax.global_norm(
         jax.tree.map(jnp.subtract, params, state.params))
-    return state.replace(params=params, opt_state=opt_state,
+    return state.replace(params=params, opt_state=opt_state, value_params=vparams,
+                         value_opt_state=vopt_state,
                          step=state.step + rl.epochs * rl.minibatches), mets
+
+
+def _token_advantage_metrics(a: jax.Array, mask: jax.Array) -> Metrics:
+    """advantages/* statistics over the valid tokens of token-level advantages [B, N]."""
+    m = mask.astype(bool)
+    n = jnp.maximum(jnp.sum(m.astype(jnp.float32)), 1.0)
+    any_valid = jnp.any(m)
+    return {"advantages/mean": jnp.sum(jnp.where(m, a, 0.0)) / n,
+            "advantages/abs_mean": jnp.sum(jnp.where(m, jnp.abs(a), 0.0)) / n,
+            "advantages/min": jnp.where(any_valid, jnp.min(jnp.where(m, a, jnp.inf)), 0.0),
+            "advantages/max": jnp.where(any_valid, jnp.max(jnp.where(m, a, -jnp.inf)), 0.0)}
 
 
 def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng: jax.Array, *,
            num_samples: int, model_config: ModelConfig, rl: RLConfig,
-           tx: optax.GradientTransformation, temperature: float
+           tx: optax.GradientTransformation, temperature: float,
+           value_tx: Optional[optax.GradientTransformation] = None
            ) -> Tuple[TrainState, Metrics]:
-    """Everything after scoring: groups → log-probs → advantages → policy updates.
+    """Everything after scoring: groups → log-probs (→ values) → advantages → updates.
 
     Args:
-      state: the train state.
+      state: the train state (with value_params / value_opt_state for gae, and kl_coef
+        for an adaptive KL coefficient).
       rollout: the sampler's B' = P'·G sequences.
       rewards: [B'] float32 (from an on-device or a host verifier).
       rng: for minibatch shuffling.
       num_samples: G.
       temperature: the sampling temperature (log-probs are of logits / T).
+      value_tx: the value model's optimizer (gae only).
 
     Returns:
       (new state, flat metrics dict of scalars).
     """
+    if rl.needs_value and (value_tx is None or state.value_params is None):
+        raise ValueError("advantage='gae' needs state.value_params and a value_tx optimizer")
+    if rl.adaptive_kl and state.kl_coef is None:
+        raise ValueError("an adaptive KL coefficient (kl_target) needs state.kl_coef "
+                         "(create_train_state(..., kl_coef=rl.kl_coef))")
     rollout, r, valid, metrics = select_groups(rollout, rewards, num_samples, rl)
     b = rollout.tokens.shape[0]
     if b % (rl.minibatches * rl.microbatches):
         raise ValueError(f"{b} sequences do not split into {rl.minibatches} minibatches × "
                          f"{rl.microbatches} micro-batches")
     n_new = rollout.tokens.shape[1]
-    mask = rollout.mask * jnp.repeat(valid, num_samples)[:, None].astype(rollout.mask.dtype)
+    row_valid = jnp.repeat(valid, num_samples)
+    mask = rollout.mask * row_valid[:, None].astype(rollout.mask.dtype)
     experience = {
         "tokens": jnp.concatenate([rollout.prompt_tokens, rollout.tokens], axis=1),
         "attention": jnp.concatenate([rollout.prompt_mask, rollout.mask], axis=1),
@@ -368,29 +541,62 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
             inputs, pieces)
         return jax.lax.stop_gradient(out)
 
-    if rl.needs_old_logprobs:
-        experience["old_logp"] = logprobs_of(state.params)[0]
+    # Log-probs (and entropies) of the policy that sampled, in one pass where needed.
+    want_entropy = rl.entropy_keep_fraction < 1.0
+    current = None
+    if rl.needs_old_logprobs or want_entropy:
+        current, ent = logprobs_of(state.params, with_entropy=want_entropy)
+        if rl.needs_old_logprobs:
+            experience["old_logp"] = current
+        if want_entropy:
+            experience["entropy"] = ent
+    kl_coef = state.kl_coef if rl.adaptive_kl else rl.kl_coef
+    kl_tok, new_kl_coef = None, None
     if rl.needs_reference:
         experience["ref_logp"] = logprobs_of(state.ref_params)[0]
-        if rl.kl_in_reward:  # Stop-gradient KL penalty, summed over each sequence's tokens.
-            current = experience.get("old_logp")
+        if rl.kl_in_reward:  # Stop-gradient KL penalty in the reward.
             if current is None:
                 current = logprobs_of(state.params)[0]
-            seq_kl = jnp.sum(losses.kl(current, experience["ref_logp"], kind=rl.kl_kind,
-                                       mask=mask), axis=1)
-            r = r - rl.kl_coef * seq_kl.reshape(r.shape)
-            metrics["reward/kl_penalty"] = -rl.kl_coef * jnp.mean(seq_kl)
-    if rl.entropy_keep_fraction < 1.0:
-        ent = logprobs_of(state.params, with_entropy=True)[1]
-        experience["entropy_mask"] = losses.high_entropy_mask(
-            ent, mask, keep_fraction=rl.entropy_keep_fraction)
+            kl_tok = losses.kl(current, experience["ref_logp"], kind=rl.kl_kind, mask=mask)
+            seq_kl = jnp.sum(kl_tok, axis=1)
+            lengths = jnp.maximum(jnp.sum(mask, axis=1), 1).astype(jnp.float32)
+            n_rows = jnp.maximum(jnp.sum(row_valid.astype(jnp.float32)), 1.0)
+            observed = jnp.sum(jnp.where(row_valid, seq_kl / lengths, 0.0)) / n_rows
+            if rl.advantage not in ("reinforce_pp", "gae"):  # Sequence-level: Σ_t KL_t.
+                r = r - kl_coef * seq_kl.reshape(r.shape)
+            metrics["reward/kl_penalty"] = -kl_coef * jnp.sum(seq_kl) / n_rows
+            metrics["kl/reward_kl"] = observed
+            metrics["kl/coef"] = jnp.asarray(kl_coef, jnp.float32)
+            if rl.adaptive_kl:  # verl's observed KL: per-token mean of each sequence, averaged.
+                new_kl_coef = losses.adaptive_kl_coef(kl_coef, observed, target=rl.kl_target,
+                                                      horizon=rl.kl_horizon, num_steps=b)
 
-    a = group_advantages(r, valid, rl)
-    experience["advantages"] = a.reshape(-1)
-    metrics.update(rollout_metrics(rollout, r, a, valid))
+    if rl.token_level:
+        if rl.needs_value:
+            experience["old_values"] = jax.lax.stop_gradient(_map_microbatches(
+                lambda x: value_forward(state.value_params, x["tokens"], x["attention"],
+                                        config=model_config)[:, -n_new - 1:-1],
+                inputs, pieces))
+        a_tok, returns = token_advantages(
+            r, mask, valid, rl, kl=kl_tok if rl.advantage in ("reinforce_pp", "gae") else None,
+            kl_coef=kl_coef, old_values=experience.get("old_values"))
+        if returns is not None:
+            experience["returns"] = returns
+        experience["advantages"] = a_tok
+        lengths = jnp.maximum(jnp.sum(mask, axis=1), 1).astype(jnp.float32)
+        a = (jnp.sum(a_tok, axis=1) / lengths).reshape(r.shape)  # Per-sequence summary.
+        metrics.update(rollout_metrics(rollout, r, a, valid))
+        metrics.update(_token_advantage_metrics(a_tok, mask))
+    else:
+        a = group_advantages(r, valid, rl)
+        experience["advantages"] = a.reshape(-1)
+        metrics.update(rollout_metrics(rollout, r, a, valid))
     state, train_metrics = _scan_updates(state, experience, rng, model_config=model_config,
-                                         rl=rl, tx=tx, temperature=temperature)
+                                         rl=rl, tx=tx, temperature=temperature,
+                                         value_tx=value_tx)
     metrics.update(train_metrics)
+    if new_kl_coef is not None:
+        state = state.replace(kl_coef=new_kl_coef)
     return state, metrics
 
 
@@ -406,24 +612,31 @@ def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
 
 
 def make_update_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
-                   rl: RLConfig, tx: optax.GradientTransformation):
-    """Jitted `(state, rollout, rewards[B']) -> (state, metrics)` for the split path."""
+                   rl: RLConfig, tx: optax.GradientTransformation, *,
+                   value_tx: Optional[optax.GradientTransformation] = None):
+    """Jitted `(state, rollout, rewards[B']) -> (state, metrics)` for the split path.
+
+    value_tx: the value model's optimizer (advantage="gae" only).
+    """
     @functools.partial(jax.jit, donate_argnums=(0,))
     def update_fn(state, rollout, rewards):
         rng, update_rng = jax.random.split(state.rng)
         return update(state.replace(rng=rng), rollout, rewards, update_rng,
                       num_samples=sampling_config.num_samples, model_config=model_config,
-                      rl=rl, tx=tx, temperature=sampling_config.temperature)
+                      rl=rl, tx=tx, temperature=sampling_config.temperature,
+                      value_tx=value_tx)
     return update_fn
 
 
 def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
-                 rl: RLConfig, tx: optax.GradientTransformation, verifier: Callable):
+                 rl: RLConfig, tx: optax.GradientTransformation, verifier: Callable, *,
+                 value_tx: Optional[optax.GradientTransformation] = None):
     """ONE jitted program: sample → score on device → advantages → updates.
 
     Args:
       verifier: jittable fn(tokens [B, N], mask [B, N], answers [B]) -> [B] float32,
         e.g. `rlvr_jax.tasks.make_token_verifier(tokenizer)`.
+      value_tx: the value model's optimizer (advantage="gae" only).
 
     Returns:
       rl_step(state, batch) -> (state, metrics) with batch = {"prompt_tokens" [P', Tp],
@@ -441,7 +654,7 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
         state, metrics = update(state.replace(rng=rng), rollout, rewards, update_rng,
                                 num_samples=sampling_config.num_samples,
                                 model_config=model_config, rl=rl, tx=tx,
-                                temperature=sampling_config.temperature)
+                                temperature=sampling_config.temperature, value_tx=value_tx)
         metrics.update(reward_metrics)
         return state, metrics
     return rl_step
