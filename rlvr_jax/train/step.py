@@ -308,6 +308,7 @@ def rollout_metrics(rollout: sampling.Rollout, rewards: jax.Array, advantages: j
     n_valid = jnp.maximum(jnp.sum(row_valid), 1)
     lengths = jnp.sum(rollout.mask, axis=1)
     metrics.update({
+        "rollout/valid_tokens": jnp.sum(jnp.where(row_valid, lengths, 0)),  # Trained tokens.
         "rollout/response_length": jnp.sum(jnp.where(row_valid, lengths, 0)) / n_valid,
         "rollout/response_length_max": jnp.max(lengths),
         "rollout/truncation_rate": jnp.mean((~rollout.finished).astype(jnp.float32)),
@@ -360,15 +361,18 @@ def policy_loss(params, mb: Dict[str, jax.Array], counts: Dict[str, jax.Array], 
         per_token, metrics = losses.cispo(logp, old, adv, loss_mask, eps_high=rl.eps_high)
     else:
         per_token, metrics = losses.reinforce(logp, adv, loss_mask)
+        zero = jnp.zeros((), jnp.float32)  # No clipping: no token loses its gradient to it.
+        metrics.update(clip_frac_low=zero, clip_frac_high=zero, clip_frac=zero)
     metrics = {f"loss/{k}": v for k, v in metrics.items()}
     if rl.tis_cap is not None:
         w, tis_metrics = losses.truncated_importance_weights(old, mb["sampler_logp"], mask,
                                                              cap=rl.tis_cap)
         per_token = per_token * w
         metrics.update({f"tis/{k}": v for k, v in tis_metrics.items()})
-    if rl.needs_reference and not rl.kl_in_reward:
+    if rl.needs_reference:  # KL(π_θ‖π_ref): a loss term, or (kl_in_reward) only logged.
         kl_tok = losses.kl(logp, mb["ref_logp"], kind=rl.kl_kind, mask=mask)
-        per_token = per_token + rl.kl_coef * kl_tok
+        if not rl.kl_in_reward:
+            per_token = per_token + rl.kl_coef * kl_tok
         metrics["loss/kl"] = jnp.sum(jax.lax.stop_gradient(kl_tok)) / jnp.maximum(
             jnp.sum(mask), 1)
     if want_entropy and rl.entropy_coef > 0:
