@@ -15,7 +15,6 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 
 from rlvr_jax import advantages as adv_lib

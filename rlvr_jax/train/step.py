@@ -314,8 +314,10 @@ def rollout_metrics(rollout: sampling.Rollout, rewards: jax.Array, advantages: j
         "rollout/truncation_rate": jnp.mean((~rollout.finished).astype(jnp.float32)),
         "advantages/mean": jnp.sum(jnp.where(row_valid, a, 0.0)) / n_valid,
         "advantages/abs_mean": jnp.sum(jnp.where(row_valid, jnp.abs(a), 0.0)) / n_valid,
-        "advantages/min": jnp.where(jnp.any(row_valid), jnp.min(jnp.where(row_valid, a, jnp.inf)), 0.0),
-        "advantages/max": jnp.where(jnp.any(row_valid), jnp.max(jnp.where(row_valid, a, -jnp.inf)), 0.0),
+        "advantages/min": jnp.where(jnp.any(row_valid),
+                                    jnp.min(jnp.where(row_valid, a, jnp.inf)), 0.0),
+        "advantages/max": jnp.where(jnp.any(row_valid),
+                                    jnp.max(jnp.where(row_valid, a, -jnp.inf)), 0.0),
     })
     return metrics
 
