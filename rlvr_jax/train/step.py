@@ -290,6 +290,8 @@ def select_groups(rollout: sampling.Rollout, rewards: jax.Array, num_samples: in
     groups, valid = adv_lib.select_groups(keep, rl.num_prompts)
     rows = (groups[:, None] * num_samples + jnp.arange(num_samples)[None, :]).reshape(-1)
     metrics = {"rollout/kept_group_fraction": jnp.mean(keep.astype(jnp.float32)),
+               # Of the sampled groups (after selection every valid group has variance).
+               "rollout/sampled_zero_variance_fraction": 1.0 - jnp.mean(keep.astype(jnp.float32)),
                "rollout/all_correct_fraction": jnp.mean(
                    (jnp.min(r, axis=1) > 0.5).astype(jnp.float32))}
     return _select(rollout, rows), jnp.take(r, groups, axis=0), valid, metrics
@@ -342,11 +344,10 @@ def policy_loss(params, mb: Dict[str, jax.Array], counts: Dict[str, jax.Array], 
     minibatch gives exactly the minibatch's loss.
     """
     n_new = mb["mask"].shape[1]
-    want_entropy = rl.entropy_coef > 0 or rl.entropy_keep_fraction < 1.0
+    # The entropy is always computed: it is logged, and cheap next to the LM-head matmul.
     logp, ent = _completion_logprobs(params, mb["tokens"], mb["attention"],
                                      model_config=model_config, temperature=temperature,
-                                     chunk=rl.logprob_chunk, n_new=n_new,
-                                     with_entropy=want_entropy)
+                                     chunk=rl.logprob_chunk, n_new=n_new, with_entropy=True)
     mask = mb["mask"]
     old = mb["old_logp"] if "old_logp" in mb else jax.lax.stop_gradient(logp)
     adv = mb["advantages"]
@@ -377,7 +378,7 @@ def policy_loss(params, mb: Dict[str, jax.Array], counts: Dict[str, jax.Array], 
             per_token = per_token + rl.kl_coef * kl_tok
         metrics["loss/kl"] = jnp.sum(jax.lax.stop_gradient(kl_tok)) / jnp.maximum(
             jnp.sum(mask), 1)
-    if want_entropy and rl.entropy_coef > 0:
+    if rl.entropy_coef > 0:
         per_token = per_token - rl.entropy_coef * jnp.where(mask, ent, 0.0)
     num_sequences = counts["num_rows"] if rl.aggregation == "seq-mean-token-sum-norm" else \
         counts["num_sequences"]
@@ -389,8 +390,7 @@ def policy_loss(params, mb: Dict[str, jax.Array], counts: Dict[str, jax.Array], 
     sampler_diff = jnp.where(mask, mb["sampler_logp"] - jax.lax.stop_gradient(logp), 0.0)
     metrics["train/sampler_trainer_kl"] = jnp.sum(sampler_diff) / nt
     metrics["train/sampler_trainer_max_abs_diff"] = jnp.max(jnp.abs(sampler_diff))
-    if ent is not None:
-        metrics["train/entropy"] = jnp.sum(jnp.where(mask, ent, 0.0)) / nt
+    metrics["train/entropy"] = jnp.sum(jnp.where(mask, ent, 0.0)) / nt
     return loss, metrics
 
 
@@ -453,7 +453,10 @@ def _scan_updates(state: TrainState, experience: Dict[str, jax.Array], rng: jax.
     def minibatch_step(carry, rows):
         params, opt_state, vparams, vopt_state = carry
         mb = _select(experience, rows)
-        counts = jax.tree.map(lambda c: jnp.maximum(c, 1.0), losses.global_counts(mb["mask"]))
+        counts = losses.global_counts(mb["mask"])
+        # Dr.GRPO's B counts the rows of groups in the update, not those dynamic sampling dropped.
+        counts["num_rows"] = jnp.sum(mb["row_valid"].astype(jnp.float32))
+        counts = jax.tree.map(lambda c: jnp.maximum(c, 1.0), counts)
         if rl.entropy_keep_fraction < 1.0:  # The cutoff is over the minibatch's valid tokens.
             mb["entropy_mask"] = losses.high_entropy_mask(
                 mb.pop("entropy"), mb["mask"], keep_fraction=rl.entropy_keep_fraction)
@@ -463,7 +466,7 @@ def _scan_updates(state: TrainState, experience: Dict[str, jax.Array], rng: jax.
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         mets["train/loss"] = loss
-        mets["train/grad_norm"] = optax.global_norm(grads)
+        mets["train/grad_norm"] = optax.tree.norm(grads)
         if rl.entropy_keep_fraction < 1.0:
             mets["train/entropy_kept_fraction"] = jnp.sum(mb["entropy_mask"]) / counts[
                 "num_tokens"]
@@ -473,13 +476,13 @@ def _scan_updates(state: TrainState, experience: Dict[str, jax.Array], rng: jax.
             vparams = optax.apply_updates(vparams, vupdates)
             mets.update(vmets)
             mets["value/loss"] = vloss
-            mets["value/grad_norm"] = optax.global_norm(vgrads)
+            mets["value/grad_norm"] = optax.tree.norm(vgrads)
         return (params, opt_state, vparams, vopt_state), mets
 
     carry = (state.params, state.opt_state, state.value_params, state.value_opt_state)
     (params, opt_state, vparams, vopt_state), mets = jax.lax.scan(minibatch_step, carry, order)
     mets = jax.tree.map(jnp.mean, mets)
-    mets["train/update_norm"] = optax.global_norm(
+    mets["train/update_norm"] = optax.tree.norm(
         jax.tree.map(jnp.subtract, params, state.params))
     return state.replace(params=params, opt_state=opt_state, value_params=vparams,
                          value_opt_state=vopt_state,
@@ -535,6 +538,7 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
         "attention": jnp.concatenate([rollout.prompt_mask, rollout.mask], axis=1),
         "mask": mask,
         "sampler_logp": rollout.logprobs,
+        "row_valid": row_valid,
     }
     chunked = functools.partial(_completion_logprobs, model_config=model_config,
                                 temperature=temperature, chunk=rl.logprob_chunk, n_new=n_new)
@@ -684,6 +688,6 @@ def make_sft_step(model_config: ModelConfig, tx: optax.GradientTransformation, *
         loss, grads = jax.value_and_grad(loss_fn)(state.params, batch)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        metrics = {"sft/loss": loss, "sft/grad_norm": optax.global_norm(grads)}
+        metrics = {"sft/loss": loss, "sft/grad_norm": optax.tree.norm(grads)}
         return state.replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
     return sft_step
