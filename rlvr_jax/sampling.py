@@ -31,7 +31,6 @@ sampled token, *before* top-k / top-p truncation — the definition the trainer
 uses in `rlvr_jax.models.sequence_logprobs(..., temperature=...)`.
 """
 import dataclasses
-import functools
 import math
 from typing import Optional, Sequence, Tuple
 

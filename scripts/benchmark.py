@@ -148,7 +148,6 @@ def _device_info():
 
 def train_command(args):
     """Policy update (forward + backward + AdamW) of B×(Tp+N) tokens: tokens/s and MFU."""
-    import jax
     import jax.numpy as jnp
     from rlvr_jax.train import step as step_lib
 

@@ -31,3 +31,24 @@ def tiny_params(tiny_config):
     """Random parameters of the tiny model, created once per test session."""
     from rlvr_jax.models import transformer
     return transformer.init_params(tiny_config, jax.random.PRNGKey(0))
+
+
+@pytest.fixture(scope="session")
+def tok():
+    """The builtin sentencepiece tokenizer of the synthetic tasks."""
+    from rlvr_jax.data.tokenizers import load_tokenizer
+    return load_tokenizer("builtin")
+
+
+@pytest.fixture(scope="session")
+def model_config(tok):
+    """The tiny model sized for the builtin tokenizer (float32)."""
+    from rlvr_jax.models import presets
+    return presets.get("tiny", vocab_size=tok.vocab_size, dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def params(model_config):
+    """Random parameters of `model_config`."""
+    from rlvr_jax.models import transformer
+    return transformer.init_params(model_config, jax.random.PRNGKey(0))

@@ -20,7 +20,6 @@ import pytest
 from rlvr_jax import advantages as adv_lib
 from rlvr_jax import models, sampling, tasks
 from rlvr_jax.data import datasets
-from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.models import init_params, presets
 from rlvr_jax.train import algorithms, loop
 from rlvr_jax.train import step as step_lib
@@ -41,21 +40,6 @@ VALUE_TX = make_optimizer(learning_rate=1e-3, weight_decay=0.0, max_grad_norm=1.
 
 
 # ----------------------------------------------------------------------------- fixtures
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer("builtin")
-
-
-@pytest.fixture(scope="module")
-def model_config(tok):
-    return presets.get("tiny", vocab_size=tok.vocab_size)
-
-
-@pytest.fixture(scope="module")
-def params(model_config):
-    return init_params(model_config, jax.random.PRNGKey(0))
-
 
 @pytest.fixture(scope="module")
 def rollout(tok):

@@ -84,6 +84,7 @@ def _run(name, tmp_path_factory):
     if name not in _RUNS:
         workdir = str(tmp_path_factory.mktemp(name))
         config = small(load_config(os.path.join(ROOT, "configs", name + ".py")))
+        config.log_samples_every = 1
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RLVR_JAX_NO_PROGRESS", "1")
             summary = loop.run(config, workdir, progress=False)
@@ -108,6 +109,10 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     assert 0.0 <= rec["rollout/truncation_rate"] <= 1.0
     assert 0.0 <= rec["rollout/zero_variance_fraction"] <= 1.0
     assert 1.0 <= rec["rollout/response_length"] <= SMALL["sampling.max_new_tokens"]
+    samples = read_metrics(os.path.join(workdir, "samples.jsonl"))  # What the policy wrote.
+    assert len(samples) == config.log_num_samples
+    assert {"step", "prompt", "answer", "completion", "reward"} <= set(samples[0])
+    assert all(s["step"] == 1 and isinstance(s["completion"], str) for s in samples)
     assert rec["perf/step_time_s"] > 0.0
     if config.rl.kl_coef > 0:
         assert "loss/kl" in rec and np.isfinite(rec["loss/kl"])

@@ -9,7 +9,6 @@ normaliser).
 Shapes: P' = 4 prompts, G = 2 samples, B' = 8 rows, Tp = 10 prompt tokens, N = 8 new tokens.
 Compile time dominates, so every static configuration is compiled once per module.
 """
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -19,8 +18,6 @@ import pytest
 
 from rlvr_jax import sampling, tasks
 from rlvr_jax.data import datasets
-from rlvr_jax.data.tokenizers import load_tokenizer
-from rlvr_jax.models import init_params, presets
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.state import create_train_state, make_optimizer
 
@@ -33,21 +30,6 @@ REWARDS = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]], np.float32)
 
 
 # ----------------------------------------------------------------------------- fixtures
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer("builtin")
-
-
-@pytest.fixture(scope="module")
-def model_config(tok):
-    return presets.get("tiny", vocab_size=tok.vocab_size)
-
-
-@pytest.fixture(scope="module")
-def params(model_config):
-    return init_params(model_config, jax.random.PRNGKey(0))
-
 
 @pytest.fixture(scope="module")
 def prompts(tok):

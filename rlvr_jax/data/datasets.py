@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 

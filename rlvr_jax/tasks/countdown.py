@@ -18,7 +18,6 @@ import collections
 import fractions
 import re
 
-import numpy as np
 
 from rlvr_jax.tasks import base
 

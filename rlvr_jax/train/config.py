@@ -136,7 +136,9 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
 
     c.distributed = distributed.default_config()  # jax.distributed (TPU pods, GPU clusters).
 
-    c.log_every = 1
+    c.log_every = 1                  # RL steps between metrics.jsonl lines.
+    c.log_samples_every = 10         # RL steps between completions logged to samples.jsonl (0: off).
+    c.log_num_samples = 4            # Completions logged each time (the first rows of the batch).
     algorithms.apply(c.rl, algorithm)
     c.lock()
     return c

@@ -112,6 +112,34 @@ class MetricsWriter:
             self._tb = None
 
 
+class SampleWriter:
+    """Appends a few sampled completions per logging step to workdir/samples.jsonl.
+
+    One line per completion: {"step", "prompt", "answer", "completion", "reward"}, so you can
+    read what the policy writes as training goes (e.g. `tail -f runs/x/samples.jsonl`).
+    """
+
+    def __init__(self, workdir: str, *, enabled: bool = True, filename: str = "samples.jsonl"):
+        self.path = os.path.join(workdir, filename)
+        self._file = open(self.path, "a", encoding="utf-8") if enabled else None
+
+    def write(self, step: int, examples, completions, rewards, num_samples: int) -> None:
+        """Completion j belongs to prompt j // num_samples of `examples` (rows are grouped)."""
+        if self._file is None:
+            return
+        for j, (text, reward) in enumerate(zip(completions, rewards)):
+            example = examples[j // num_samples]
+            record = {"step": int(step), "prompt": example.prompt, "answer": example.answer,
+                      "completion": text, "reward": float(reward)}
+            self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
 def _numbers(record: dict) -> Dict[str, float]:
     """The metric values of a metrics.jsonl record (null -> NaN)."""
     return {k: math.nan if v is None else float(v) for k, v in record.items()

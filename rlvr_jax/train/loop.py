@@ -19,7 +19,7 @@ from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.checkpoint import Checkpointer
 from rlvr_jax.train.evaluate import Evaluator, decode_completions
-from rlvr_jax.train.logging import MetricsWriter, progress_bar
+from rlvr_jax.train.logging import MetricsWriter, SampleWriter, progress_bar
 
 
 # ----------------------------------------------------------------------------- builders
@@ -263,6 +263,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     if use_token_verifier:
         rl_step = step_lib.make_rl_step(model_config, sampling_config, rl, tx,
                                         tasks.make_token_verifier(tokenizer),
+                                        return_rollout=True,
                                         value_tx=value_tx)
     else:
         sample_fn = step_lib.make_sample_fn(model_config, sampling_config)
@@ -279,6 +280,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
         last_eval, start = resumed["last_eval"], resume_step
     elif saving:  # Step 0: the warm-up is never redone once RL has started.
         ckpt.save(0, state, _checkpoint_extra(loader, writer, summary, last_eval), force=True)
+    sample_writer = SampleWriter(workdir, enabled=jax.process_index() == 0)
     bar = progress_bar(config.rl.steps, "RL")
     bar.update(start)
     for i in range(start, config.rl.steps):
@@ -288,8 +290,15 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
                               "prompt_mask": _prompt_mask(pb.lengths, tp),
                               "answers": pb.answers})
         with sharding.activate(mesh, rules):
+            log_samples = (config.log_samples_every > 0 and
+                           (i + 1) % config.log_samples_every == 0)
             if use_token_verifier:
-                state, metrics = rl_step(state, batch)
+                state, metrics, samples = rl_step(state, batch)
+                if log_samples:
+                    k = config.log_num_samples
+                    texts = decode_completions(tokenizer, samples["tokens"][:k],
+                                               samples["mask"][:k])
+                    rewards = np.asarray(samples["rewards"][:k])
             else:
                 sample_rng = jax.random.fold_in(state.rng, 2**20 + i)
                 rollout = sample_fn(state.params, batch, sample_rng)
@@ -298,6 +307,9 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
                 rewards = np.array([verify(t, ex) for t, ex in zip(texts, examples)], np.float32)
                 state, metrics = update_fn(state, rollout, jnp.asarray(rewards))
                 metrics["reward/correct"] = float(np.mean(rewards >= 1.0))
+            if log_samples:
+                sample_writer.write(i + 1, pb.examples, texts[:config.log_num_samples],
+                                    rewards[:config.log_num_samples], g)
         metrics = {k: float(v) for k, v in metrics.items()}
         _check_finite(metrics, i + 1, ckpt)  # Before anything of this step is saved.
         dt = time.perf_counter() - t0
@@ -321,6 +333,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     summary["after_rl"] = evaluate(config.rl.steps, "eval")
     _print(progress, "after RL", summary["after_rl"])
     writer.close()
+    sample_writer.close()
     if ckpt is not None:
         ckpt.close()  # Waits for the last save.
     with open(os.path.join(workdir, "summary.json"), "w") as f:

@@ -640,17 +640,21 @@ def make_update_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
 
 def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                  rl: RLConfig, tx: optax.GradientTransformation, verifier: Callable, *,
-                 value_tx: Optional[optax.GradientTransformation] = None):
+                 value_tx: Optional[optax.GradientTransformation] = None,
+                 return_rollout: bool = False):
     """ONE jitted program: sample → score on device → advantages → updates.
 
     Args:
       verifier: jittable fn(tokens [B, N], mask [B, N], answers [B]) -> [B] float32,
         e.g. `rlvr_jax.tasks.make_token_verifier(tokenizer)`.
       value_tx: the value model's optimizer (advantage="gae" only).
+      return_rollout: also return {"tokens" [B', N], "mask" [B', N], "rewards" [B']} of
+        the sampled completions (e.g. to log what the policy writes).
 
     Returns:
       rl_step(state, batch) -> (state, metrics) with batch = {"prompt_tokens" [P', Tp],
-      "prompt_mask" [P', Tp], "answers" [P'] int32}. The state is donated.
+      "prompt_mask" [P', Tp], "answers" [P'] int32}; (state, metrics, samples) with
+      return_rollout. The state is donated.
     """
     @functools.partial(jax.jit, donate_argnums=(0,))
     def rl_step(state: TrainState, batch: Batch):
@@ -666,6 +670,9 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
                                 model_config=model_config, rl=rl, tx=tx,
                                 temperature=sampling_config.temperature, value_tx=value_tx)
         metrics.update(reward_metrics)
+        if return_rollout:
+            return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
+                                    "rewards": rewards}
         return state, metrics
     return rl_step
 
