@@ -22,6 +22,7 @@ def parse_args(argv=None):
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument("--hf-dir", default="", help="local Hugging Face checkpoint directory")
     model.add_argument("--params-dir", default="", help="convert_checkpoint.py hf-to-orbax output")
+    model.add_argument("--run-dir", default="", help="a scripts/train.py workdir (latest checkpoint)")
     model.add_argument("--preset", default="", help="randomly initialised preset (tests)")
     p.add_argument("--split", default="test")
     p.add_argument("--task-kwargs", default="{}", help="JSON difficulty knobs of the task")
@@ -63,6 +64,7 @@ def main(argv=None):
     tokenizer = load_tokenizer(args.tokenizer or args.hf_dir or "builtin")
     config, params = eval_cli.load_policy(tokenizer=tokenizer, hf_dir=args.hf_dir,
                                           params_dir=args.params_dir, preset=args.preset,
+                                          run_dir=args.run_dir,
                                           dtype=args.dtype, seed=args.seed)
     ks = [int(k) for k in args.k.split(",")] if args.k else ()
     report = eval_cli.evaluate_policy(
@@ -72,7 +74,7 @@ def main(argv=None):
         apply_chat_template=args.chat_template, seed=args.seed,
         num_resamples=args.num_resamples, confidence=args.confidence,
         samples_out=args.samples_out)
-    report["model"] = args.hf_dir or args.params_dir or args.preset
+    report["model"] = args.hf_dir or args.params_dir or args.run_dir or args.preset
     text = json.dumps(report, indent=2)
     if args.out:
         with open(args.out, "w") as f:

@@ -177,3 +177,25 @@ def test_plot_script_writes_png(tmp_path):
     assert proc.returncode == 0 and "2 curves" in proc.stdout and out.stat().st_size > 5_000
     proc = _run_script("plot.py", str(run), "--keys", "no/such", timeout=120)
     assert proc.returncode != 0 and "no/such" in proc.stderr
+
+
+def test_evaluate_from_a_training_runs_checkpoint(tokenizer, tmp_path, monkeypatch):
+    from rlvr_jax.train import run
+    from rlvr_jax.train.config import arithmetic_config
+    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
+    config = arithmetic_config("grpo")
+    config.rl.kl_coef = 0.0
+    config.sft.steps = 2
+    config.sft.batch_size = 8
+    config.rl.steps = 1
+    config.rl.num_prompts = 4
+    config.rl.num_samples = 2
+    config.eval.num_prompts = 8
+    config.eval.batch_size = 8
+    config.checkpoint.every = 1
+    summary = run(config, str(tmp_path), progress=False)
+    model_config, params = eval_cli.load_run(str(tmp_path), tokenizer=tokenizer)
+    assert model_config.vocab_size == tokenizer.vocab_size
+    jax.tree.map(np.testing.assert_array_equal, params, jax.device_get(summary["state"].params))
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        eval_cli.load_run(str(tmp_path / "missing"), tokenizer=tokenizer)

@@ -61,13 +61,42 @@ def load_params_dir(path: str):
     return models.ModelConfig(**fields), params
 
 
+def load_run(run_dir: str, *, tokenizer, step: Optional[int] = None):
+    """(ModelConfig, params) of a training run's checkpoint (`scripts/train.py --workdir`).
+
+    The model is rebuilt from `<run_dir>/config.json`; the policy parameters are read from
+    `<run_dir>/checkpoints` (the latest complete step unless `step`)."""
+    import ml_collections
+    from rlvr_jax.train.checkpoint import Checkpointer
+    from rlvr_jax.train.loop import build_model_config
+    config_path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"{config_path} not found (expected a scripts/train.py workdir)")
+    with open(config_path) as f:
+        config = ml_collections.ConfigDict(json.load(f))
+    model_config = build_model_config(config, tokenizer)
+    ckpt = Checkpointer(os.path.join(run_dir, "checkpoints"))
+    try:
+        if ckpt.latest_step() is None:
+            raise FileNotFoundError(f"no complete checkpoint in {run_dir}/checkpoints (train "
+                                    "with --config.checkpoint.every=N)")
+        params = ckpt.restore_params(step)
+    finally:
+        ckpt.close()
+    return model_config, params
+
+
 def load_policy(*, tokenizer, hf_dir: str = "", params_dir: str = "", preset: str = "",
-                dtype: str = "float32", seed: int = 0):
-    """(ModelConfig, params) from exactly one of an HF directory, an orbax params directory
-    or a preset (randomly initialised with `seed`; `tiny` takes the tokenizer's vocabulary)."""
-    if sum(map(bool, (hf_dir, params_dir, preset))) != 1:
-        raise ValueError("give exactly one of hf_dir, params_dir, preset")
-    if hf_dir:
+                run_dir: str = "", dtype: str = "float32", seed: int = 0):
+    """(ModelConfig, params) from exactly one of an HF directory, an orbax params directory,
+    a training run's latest checkpoint, or a preset (randomly initialised with `seed`; `tiny`
+    takes the tokenizer's vocabulary)."""
+    if sum(map(bool, (hf_dir, params_dir, preset, run_dir))) != 1:
+        raise ValueError("give exactly one of hf_dir, params_dir, run_dir, preset")
+    if run_dir:
+        config, params = load_run(run_dir, tokenizer=tokenizer)
+        config = config.replace(dtype=dtype)
+    elif hf_dir:
         from rlvr_jax.models import hf
         config, params = hf.load_hf_checkpoint(hf_dir, dtype=dtype)
     elif params_dir:
