@@ -1,0 +1,249 @@
+"""Benchmarks that print one JSON object each (the library behind `scripts/benchmark.py`).
+
+    python scripts/benchmark.py sample --preset qwen2.5-0.5b --dtype bfloat16 \
+        --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --force-length
+    python scripts/benchmark.py train --preset qwen2.5-0.5b --dtype bfloat16 --remat dots_no_batch \
+        --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
+    python scripts/benchmark.py rl_step --preset qwen2.5-0.5b --dtype bfloat16 \
+        --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
+
+Subcommands register themselves in `COMMANDS`; heavy imports (jax, the package)
+happen inside each command so `--help` stays fast.
+"""
+import argparse
+import json
+import statistics
+import time
+
+
+def _timed(fn, repeats):
+    """Median wall time (s) of `fn()` over `repeats` runs, after one warm-up (compile) run."""
+    import jax
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def sample_command(args):
+    """Sampler throughput: prefill time, decode-step time and generated tokens/s."""
+    import jax
+    import jax.numpy as jnp
+    from rlvr_jax import sampling
+    from rlvr_jax.models import presets, transformer
+
+    mc = presets.get(args.preset, dtype=args.dtype, param_dtype=args.dtype)
+    sc = sampling.SamplingConfig(
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, greedy=args.greedy,
+        max_new_tokens=args.new_tokens, num_samples=args.samples, pad_id=0,
+        stop_token_ids=() if args.force_length else (args.stop_token,),
+        cache_window=args.cache_window)
+    params = transformer.init_params(mc, jax.random.PRNGKey(args.seed))
+    shape = (args.prompts, args.prompt_len)
+    tokens = jax.random.randint(jax.random.PRNGKey(args.seed + 1), shape, 1, mc.vocab_size)
+    mask = jnp.ones(shape, jnp.int32)
+    rng = jax.random.PRNGKey(args.seed + 2)
+
+    run = lambda: sampling.jit_generate(params, tokens, mask, rng, model_config=mc,  # noqa: E731
+                                        sampling_config=sc)
+    prefill = jax.jit(lambda p, t, m: transformer.forward(
+        p, t, config=mc, attention_mask=m, return_hidden=True,
+        cache=transformer.init_cache(mc, args.prompts, args.prompt_len + args.new_tokens - 1))[0])
+    if args.profile_dir:
+        jax.block_until_ready(run())
+        with jax.profiler.trace(args.profile_dir):
+            jax.block_until_ready(run())
+    total_s = _timed(run, args.repeats)
+    prefill_s = _timed(lambda: prefill(params, tokens, mask), args.repeats)
+    generated = int(jnp.sum(run().lengths))
+    steps = max(args.new_tokens - 1, 1)
+    device = jax.devices()[0]
+    return {
+        "benchmark": "sample", "preset": args.preset, "dtype": args.dtype,
+        "prompts": args.prompts, "samples": args.samples, "sequences": args.prompts * args.samples,
+        "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
+        "force_length": args.force_length, "cache_window": args.cache_window,
+        "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
+        "generated_tokens": generated,
+        "tokens_per_s": generated / total_s,
+        "total_s": total_s,
+        "prefill_ms": 1e3 * prefill_s,
+        "decode_step_ms": 1e3 * max(total_s - prefill_s, 0.0) / steps,
+        "device_kind": device.device_kind, "platform": device.platform,
+        "device_count": jax.device_count(), "jax_version": jax.__version__,
+    }
+
+
+def add_sample_parser(subparsers):
+    p = subparsers.add_parser("sample", help=sample_command.__doc__)
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--dtype", default="float32", help="compute and parameter dtype (bfloat16 on GPU)")
+    p.add_argument("--prompts", type=int, default=4, help="P")
+    p.add_argument("--samples", type=int, default=2, help="G, samples per prompt")
+    p.add_argument("--prompt-len", type=int, default=8)
+    p.add_argument("--new-tokens", type=int, default=16, help="N, max new tokens")
+    p.add_argument("--force-length", action="store_true",
+                   help="no stop tokens: every sequence generates exactly N tokens")
+    p.add_argument("--stop-token", type=int, default=0, help="stop token without --force-length")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--greedy", action="store_true")
+    p.add_argument("--cache-window", type=int, default=0, help="SamplingConfig.cache_window")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs (median) after a warm-up")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile-dir", default=None, help="write a jax.profiler trace here")
+    p.set_defaults(func=sample_command)
+
+
+def _fake_rollout(mc, prompts, samples, prompt_len, new_tokens, seed):
+    """A Rollout of random tokens (every row generates exactly `new_tokens`)."""
+    import jax
+    import jax.numpy as jnp
+    from rlvr_jax import sampling
+    b = prompts * samples
+    keys = jax.random.split(jax.random.PRNGKey(seed), 3)
+    return sampling.Rollout(
+        tokens=jax.random.randint(keys[0], (b, new_tokens), 1, mc.vocab_size),
+        mask=jnp.ones((b, new_tokens), jnp.int32),
+        logprobs=-jax.random.uniform(keys[1], (b, new_tokens)),
+        lengths=jnp.full((b,), new_tokens, jnp.int32), finished=jnp.ones((b,), bool),
+        prompt_tokens=jax.random.randint(keys[2], (b, prompt_len), 1, mc.vocab_size),
+        prompt_mask=jnp.ones((b, prompt_len), jnp.int32))
+
+
+def _flops_per_token(mc, context):
+    """Training FLOPs per token: 6·N (all matmul params incl. the LM head) + causal attention."""
+    attention = 6 * mc.n_layers * mc.n_heads * mc.head_dim * context  # 12·L·H·Dh·T / 2 (causal)
+    return 6 * mc.num_params(include_embedding=False) + attention
+
+
+def _update_setup(args):
+    import jax
+    from rlvr_jax import sampling
+    from rlvr_jax.models import presets, transformer
+    from rlvr_jax.train import state as state_lib
+    from rlvr_jax.train import step as step_lib
+
+    mc = presets.get(args.preset, dtype=args.dtype, remat=args.remat)
+    sc = sampling.SamplingConfig(max_new_tokens=args.new_tokens, num_samples=args.samples,
+                                 temperature=1.0)
+    rl = step_lib.RLConfig(num_prompts=args.prompts, microbatches=args.microbatches,
+                           logprob_chunk=args.logprob_chunk)
+    tx = state_lib.make_optimizer(learning_rate=1e-6)
+    params = transformer.init_params(mc, jax.random.PRNGKey(args.seed))
+    state = state_lib.create_train_state(params, tx, jax.random.PRNGKey(args.seed + 1))
+    return mc, sc, rl, tx, state
+
+
+def _device_info():
+    import jax
+    device = jax.devices()[0]
+    return {"device_kind": device.device_kind, "platform": device.platform,
+            "device_count": jax.device_count(), "jax_version": jax.__version__}
+
+
+def train_command(args):
+    """Policy update (forward + backward + AdamW) of B×(Tp+N) tokens: tokens/s and MFU."""
+    import jax.numpy as jnp
+    from rlvr_jax.train import step as step_lib
+
+    mc, sc, rl, tx, state = _update_setup(args)
+    update_fn = step_lib.make_update_fn(mc, sc, rl, tx)
+    rollout = _fake_rollout(mc, args.prompts, args.samples, args.prompt_len, args.new_tokens,
+                            args.seed)
+    rewards = (jnp.arange(args.prompts * args.samples) % 2).astype(jnp.float32)
+    holder = {"state": state}
+
+    def run():
+        holder["state"], metrics = update_fn(holder["state"], rollout, rewards)
+        return metrics
+    seconds = _timed(run, args.repeats)
+    context = args.prompt_len + args.new_tokens
+    tokens = args.prompts * args.samples * context
+    flops = tokens * _flops_per_token(mc, context)
+    out = {"benchmark": "train", "preset": args.preset, "dtype": args.dtype, "remat": args.remat,
+           "sequences": args.prompts * args.samples, "tokens_per_sequence": context,
+           "microbatches": args.microbatches, "step_s": seconds, "tokens_per_s": tokens / seconds,
+           "tflops_per_s": flops / seconds / 1e12, "matmul_params": mc.num_params(False)}
+    for name, peak in (("mfu_vs_799", 799e12), ("mfu_vs_989", 989e12)):
+        out[name] = flops / seconds / peak
+    out.update(_device_info())
+    return out
+
+
+def rl_step_command(args):
+    """A whole GRPO step (split path): sampling, scoring, update times and their sum."""
+    import jax
+    import jax.numpy as jnp
+    from rlvr_jax.train import step as step_lib
+
+    mc, sc, rl, tx, state = _update_setup(args)
+    sample_fn = step_lib.make_sample_fn(mc, sc)
+    update_fn = step_lib.make_update_fn(mc, sc, rl, tx)
+    # A stand-in verifier on device: reward 1 when a completion's first token is even.
+    score = jax.jit(lambda tokens: (tokens[:, 0] % 2 == 0).astype(jnp.float32))
+    batch = {"prompt_tokens": jax.random.randint(jax.random.PRNGKey(args.seed + 3),
+                                                 (args.prompts, args.prompt_len), 1, mc.vocab_size),
+             "prompt_mask": jnp.ones((args.prompts, args.prompt_len), jnp.int32)}
+    holder = {"state": state}
+    rng = jax.random.PRNGKey(args.seed + 4)
+    sample_s = _timed(lambda: sample_fn(holder["state"].params, batch, rng), args.repeats)
+    rollout = sample_fn(holder["state"].params, batch, rng)
+    score_s = _timed(lambda: score(rollout.tokens), args.repeats)
+    rewards = score(rollout.tokens)
+
+    def run():
+        holder["state"], metrics = update_fn(holder["state"], rollout, rewards)
+        return metrics
+    update_s = _timed(run, args.repeats)
+    generated = int(jnp.sum(rollout.lengths))
+    out = {"benchmark": "rl_step", "preset": args.preset, "dtype": args.dtype,
+           "prompts": args.prompts, "samples": args.samples, "prompt_len": args.prompt_len,
+           "new_tokens": args.new_tokens, "generated_tokens": generated,
+           "sampling_s": sample_s, "scoring_s": score_s, "update_s": update_s,
+           "step_s": sample_s + score_s + update_s,
+           "sampling_tokens_per_s": generated / sample_s}
+    out.update(_device_info())
+    return out
+
+
+def _add_update_args(p, prompts, samples, prompt_len, new_tokens):
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--dtype", default="float32", help="compute dtype (bfloat16 on GPU)")
+    p.add_argument("--remat", default="none", help="none | full | dots | dots_no_batch")
+    p.add_argument("--prompts", type=int, default=prompts, help="P")
+    p.add_argument("--samples", type=int, default=samples, help="G")
+    p.add_argument("--prompt-len", type=int, default=prompt_len)
+    p.add_argument("--new-tokens", type=int, default=new_tokens)
+    p.add_argument("--microbatches", type=int, default=1)
+    p.add_argument("--logprob-chunk", type=int, default=128)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def add_train_parser(subparsers):
+    p = subparsers.add_parser("train", help=train_command.__doc__)
+    _add_update_args(p, prompts=4, samples=2, prompt_len=8, new_tokens=16)
+    p.set_defaults(func=train_command)
+
+
+def add_rl_step_parser(subparsers):
+    p = subparsers.add_parser("rl_step", help=rl_step_command.__doc__)
+    _add_update_args(p, prompts=4, samples=2, prompt_len=8, new_tokens=16)
+    p.set_defaults(func=rl_step_command)
+
+
+COMMANDS = [add_sample_parser, add_train_parser, add_rl_step_parser]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(subparsers)
+    args = parser.parse_args(argv)
+    print(json.dumps(args.func(args)), flush=True)
