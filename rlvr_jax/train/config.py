@@ -60,6 +60,8 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.sampling.top_k = 0
     c.sampling.top_p = 1.0
     c.sampling.max_new_tokens = 16   # N.
+    c.sampling.decode_rules = ""     # "": decode with the training layout; or a mesh.rules
+    #                                  preset (e.g. "dp": replicated) to re-lay the params out.
 
     c.sft = ml_collections.ConfigDict()  # Supervised warm-up on worked solutions.
     c.sft.steps = 0

@@ -259,14 +259,20 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     if rl.needs_value:
         state = state.replace(value_opt_state=placer.value_opt_state(
             state.value_opt_state, value_tx, value_params))
+    decode_shardings = None
+    if config.sampling.decode_rules:  # Re-lay the parameters out for decoding.
+        decode_shardings = sharding.logical_to_mesh_sharding(
+            placer.specs, mesh, sharding.get_rules(config.sampling.decode_rules), params)
     use_token_verifier = _use_token_verifier(config, task)
     if use_token_verifier:
         rl_step = step_lib.make_rl_step(model_config, sampling_config, rl, tx,
                                         tasks.make_token_verifier(tokenizer),
                                         return_rollout=True,
+                                        decode_shardings=decode_shardings,
                                         value_tx=value_tx)
     else:
-        sample_fn = step_lib.make_sample_fn(model_config, sampling_config)
+        sample_fn = step_lib.make_sample_fn(model_config, sampling_config,
+                                            decode_shardings=decode_shardings)
         update_fn = step_lib.make_update_fn(model_config, sampling_config, rl, tx,
                                             value_tx=value_tx)
     loader = datasets.PromptLoader(train_source, tokenizer, batch_size=prompts_per_step,

@@ -612,12 +612,30 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
 
 # ----------------------------------------------------------------------------- programs
 
-def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig):
-    """Jitted `(params, batch, rng) -> Rollout` for the split (host-verifier) path."""
+def decode_layout(params, decode_shardings=None):
+    """The parameters laid out for decoding.
+
+    Training layouts (e.g. FSDP) make every decode step all-gather the weights; a decode
+    layout (e.g. replicated, or tensor-parallel) pays one re-layout per rollout instead.
+    `decode_shardings` is a pytree of `NamedSharding`s like the params (see
+    `rlvr_jax.sharding.logical_to_mesh_sharding`); None keeps the training layout.
+    """
+    if decode_shardings is None:
+        return params
+    return jax.lax.with_sharding_constraint(params, decode_shardings)
+
+
+def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig, *,
+                   decode_shardings=None):
+    """Jitted `(params, batch, rng) -> Rollout` for the split (host-verifier) path.
+
+    decode_shardings: optional parameter layout for decoding (`decode_layout`).
+    """
     @jax.jit
     def sample_fn(params, batch, rng):
-        return sampling.generate(params, batch["prompt_tokens"], batch["prompt_mask"], rng,
-                                 model_config=model_config, sampling_config=sampling_config)
+        return sampling.generate(decode_layout(params, decode_shardings), batch["prompt_tokens"],
+                                 batch["prompt_mask"], rng, model_config=model_config,
+                                 sampling_config=sampling_config)
     return sample_fn
 
 
@@ -641,7 +659,7 @@ def make_update_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
 def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                  rl: RLConfig, tx: optax.GradientTransformation, verifier: Callable, *,
                  value_tx: Optional[optax.GradientTransformation] = None,
-                 return_rollout: bool = False):
+                 return_rollout: bool = False, decode_shardings=None):
     """ONE jitted program: sample → score on device → advantages → updates.
 
     Args:
@@ -650,6 +668,7 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
       value_tx: the value model's optimizer (advantage="gae" only).
       return_rollout: also return {"tokens" [B', N], "mask" [B', N], "rewards" [B']} of
         the sampled completions (e.g. to log what the policy writes).
+      decode_shardings: optional parameter layout for decoding (`decode_layout`).
 
     Returns:
       rl_step(state, batch) -> (state, metrics) with batch = {"prompt_tokens" [P', Tp],
@@ -659,9 +678,9 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
     @functools.partial(jax.jit, donate_argnums=(0,))
     def rl_step(state: TrainState, batch: Batch):
         rng, sample_rng, update_rng = jax.random.split(state.rng, 3)
-        rollout = sampling.generate(state.params, batch["prompt_tokens"], batch["prompt_mask"],
-                                    sample_rng, model_config=model_config,
-                                    sampling_config=sampling_config)
+        rollout = sampling.generate(decode_layout(state.params, decode_shardings),
+                                    batch["prompt_tokens"], batch["prompt_mask"], sample_rng,
+                                    model_config=model_config, sampling_config=sampling_config)
         rewards, reward_metrics = score_on_device(
             rollout, batch["answers"], verifier=verifier, rl=rl,
             max_new_tokens=sampling_config.max_new_tokens)
