@@ -139,3 +139,14 @@ def test_tokens_per_second_counts_tokens(tmp_path_factory):
     _, records, _ = _run("quickstart", tmp_path_factory)
     rec = [r for r in records if r["phase"] == "rl"][0]
     assert rec["perf/tokens_per_s"] > 0.0, {k: v for k, v in rec.items() if "perf" in k}
+
+
+def test_check_key_names_the_unknown_part_and_suggests():
+    from rlvr_jax.train.config import check_key
+    config = load_config(os.path.join(ROOT, "configs", "quickstart.py"))
+    check_key(config, "rl.steps")
+    check_key(config, "data.task_kwargs.max_digits")
+    with pytest.raises(ValueError, match=r"config.rl has no field 'stepz'; did you mean steps"):
+        check_key(config, "rl.stepz")
+    with pytest.raises(ValueError, match="config has no field 'rll'"):
+        check_key(config, "rll.steps")

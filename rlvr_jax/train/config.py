@@ -169,3 +169,20 @@ def arithmetic_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     config.rl.num_samples = 8
     config.mesh.num_devices = 1       # The tiny model runs on one device.
     return config
+
+
+def check_key(config: ml_collections.ConfigDict, dotted: str) -> None:
+    """Raises ValueError naming the first unknown part of a dotted key (e.g. "rl.not_a_key"),
+    the nearest known names and the fields that do exist there."""
+    import difflib
+    node, seen = config, []
+    for part in dotted.split("."):
+        if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+            where = ".".join(["config"] + seen)
+            fields = sorted(node.keys()) if isinstance(node, ml_collections.ConfigDict) else []
+            close = difflib.get_close_matches(part, fields, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ValueError(f"unknown config key {dotted!r}: {where} has no field {part!r}"
+                             f"{hint} Fields of {where}: {', '.join(fields)}")
+        node = node[part]
+        seen.append(part)
