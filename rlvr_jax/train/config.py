@@ -140,7 +140,7 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
 
     c.log_every = 1                  # RL steps between metrics.jsonl lines.
     c.log_samples_every = 10         # RL steps between completions logged to samples.jsonl (0: off).
-    c.log_num_samples = 4            # Completions logged each time (the first rows of the batch).
+    c.log_num_samples = 4            # Completions logged each time (one per prompt).
     algorithms.apply(c.rl, algorithm)
     c.lock()
     return c
@@ -167,6 +167,7 @@ def arithmetic_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     config.rl.learning_rate = 1e-4    # 1e-3 collapses the warmed-up policy within 80 steps.
     config.rl.num_prompts = 16
     config.rl.num_samples = 8
+    config.eval.k = 8                 # Also sampled pass@8, maj@8, CoT-pass@8, mean@8.
     config.mesh.num_devices = 1       # The tiny model runs on one device.
     return config
 

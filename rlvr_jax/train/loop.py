@@ -300,11 +300,11 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
                            (i + 1) % config.log_samples_every == 0)
             if use_token_verifier:
                 state, metrics, samples = rl_step(state, batch)
-                if log_samples:
-                    k = config.log_num_samples
-                    texts = decode_completions(tokenizer, samples["tokens"][:k],
-                                               samples["mask"][:k])
-                    rewards = np.asarray(samples["rewards"][:k])
+                if log_samples:  # The first completion of each of the first prompts.
+                    rows = slice(0, g * config.log_num_samples, g)
+                    texts = decode_completions(tokenizer, samples["tokens"][rows],
+                                               samples["mask"][rows])
+                    rewards = np.asarray(samples["rewards"][rows])
             else:
                 sample_rng = jax.random.fold_in(state.rng, 2**20 + i)
                 rollout = sample_fn(state.params, batch, sample_rng)
@@ -313,9 +313,10 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
                 rewards = np.array([verify(t, ex) for t, ex in zip(texts, examples)], np.float32)
                 state, metrics = update_fn(state, rollout, jnp.asarray(rewards))
                 metrics["reward/correct"] = float(np.mean(rewards >= 1.0))
+                texts, rewards = texts[::g], rewards[::g]
             if log_samples:
-                sample_writer.write(i + 1, pb.examples, texts[:config.log_num_samples],
-                                    rewards[:config.log_num_samples], g)
+                k = config.log_num_samples
+                sample_writer.write(i + 1, pb.examples[:k], texts[:k], rewards[:k], 1)
         metrics = {k: float(v) for k, v in metrics.items()}
         _check_finite(metrics, i + 1, ckpt)  # Before anything of this step is saved.
         dt = time.perf_counter() - t0
