@@ -1,11 +1,5 @@
-"""Benchmarks that print one JSON object each (the library behind `scripts/benchmark.py`).
-
-    python scripts/benchmark.py sample --preset qwen2.5-0.5b --dtype bfloat16 \
-        --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --force-length
-    python scripts/benchmark.py train --preset qwen2.5-0.5b --dtype bfloat16 --remat dots_no_batch \
-        --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
-    python scripts/benchmark.py rl_step --preset qwen2.5-0.5b --dtype bfloat16 \
-        --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
+"""Benchmarks that print one JSON object each (the library behind `scripts/benchmark.py`,
+whose docstring has the reference commands).
 
 Subcommands register themselves in `COMMANDS`; heavy imports (jax, the package)
 happen inside each command so `--help` stays fast.

@@ -113,10 +113,7 @@ class Arithmetic(base.Task):
         return float(base.extract_int_answer(completion) == example.answer_value)
 
     def check_steps(self, completion: str, example: base.Example) -> bool:
-        parts = base.split_answer(completion)
-        if parts is None or self.verify(completion, example) != 1.0:
-            return False
         m = example.meta
         expected = ([str(s) for s in column_steps(m["op"], m["a"], m["b"])]
                     if self.style == "steps" else [])
-        return parts[0].split() == expected
+        return self.reasoning_steps(completion, example) == expected

@@ -151,3 +151,11 @@ class Task:
 
     def check_steps(self, completion: str, example: Example) -> bool:
         raise NotImplementedError
+
+    def reasoning_steps(self, completion: str, example: Example) -> list[str] | None:
+        """The whitespace-separated reasoning before the marker, or None when the final
+        answer is not correct (a step checker then fails at once)."""
+        parts = split_answer(completion)
+        if parts is None or self.verify(completion, example) != 1.0:
+            return None
+        return parts[0].split()

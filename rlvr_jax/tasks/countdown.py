@@ -187,10 +187,9 @@ class Countdown(base.Task):
         return float(value == example.meta["target"])
 
     def check_steps(self, completion: str, example: base.Example) -> bool:
-        parts = base.split_answer(completion)
-        if parts is None or self.verify(completion, example) != 1.0:
+        chunks = self.reasoning_steps(completion, example)
+        if chunks is None:
             return False
-        chunks = parts[0].split()
         if self.style == "direct" and not chunks:
             return True
         pool = collections.Counter(example.meta["numbers"])

@@ -65,10 +65,9 @@ class Sorting(base.Task):
         return float(m is not None and m.group(1) == example.answer)
 
     def check_steps(self, completion: str, example: base.Example) -> bool:
-        parts = base.split_answer(completion)
-        if parts is None or self.verify(completion, example) != 1.0:
+        chunks = self.reasoning_steps(completion, example)
+        if chunks is None:
             return False
-        chunks = parts[0].split()
         if self.style == "direct" and not chunks:
             return True
         if len(chunks) != 1 or _CHAIN.fullmatch(chunks[0]) is None:
