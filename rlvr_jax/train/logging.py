@@ -180,7 +180,7 @@ def read_tensorboard_scalars(logdir: str) -> Dict[str, list]:
 
 
 def progress_bar(total: int, desc: str):
-    """A tqdm bar on stderr (ETA included); quiet when stderr is not a terminal and CI is set."""
+    """A tqdm bar on stderr (ETA included); disabled when RLVR_JAX_NO_PROGRESS=1."""
     disable = os.environ.get("RLVR_JAX_NO_PROGRESS") == "1"
     return tqdm(total=total, desc=desc, file=sys.stderr, disable=disable, dynamic_ncols=True,
                 mininterval=1.0)

@@ -3,6 +3,7 @@
 This is optional glue over the free functions in `step.py`, `evaluate.py`,
 `rlvr_jax.data`, `rlvr_jax.tasks` and `rlvr_jax.sharding`.
 """
+import dataclasses
 import json
 import os
 import time
@@ -70,22 +71,16 @@ def build_mesh(config):
     return sharding.make_mesh(mesh_cfg, devices=devices), sharding.get_rules(config.mesh.rules)
 
 
+# config.rl uses 0 for "off" where RLConfig uses None.
+_ZERO_MEANS_NONE = ("dual_clip", "tis_cap", "value_clip", "kl_target")
+
+
 def rl_config_from(config) -> step_lib.RLConfig:
-    r = config.rl
-    return step_lib.RLConfig(
-        num_prompts=r.num_prompts, advantage=r.advantage, advantage_scale=r.advantage_scale,
-        advantage_eps=r.advantage_eps, gpg_alpha=r.gpg_alpha, gamma=r.gamma, lam=r.lam,
-        whiten_advantages=r.whiten_advantages, value_clip=r.value_clip or None,
-        kl_target=r.kl_target or None, kl_horizon=r.kl_horizon,
-        positive_weight=r.positive_weight,
-        negative_weight=r.negative_weight, policy_loss=r.policy_loss, eps_low=r.eps_low,
-        eps_high=r.eps_high, dual_clip=r.dual_clip or None, aggregation=r.aggregation,
-        kl_coef=r.kl_coef, kl_kind=r.kl_kind, kl_in_reward=r.kl_in_reward,
-        entropy_coef=r.entropy_coef, entropy_keep_fraction=r.entropy_keep_fraction,
-        epochs=r.epochs, minibatches=r.minibatches, microbatches=r.microbatches,
-        dynamic_sampling=r.dynamic_sampling, overlong_buffer=r.overlong_buffer,
-        overlong_penalty=r.overlong_penalty, tis_cap=r.tis_cap or None,
-        logprob_chunk=r.logprob_chunk)
+    """The static `RLConfig` from `config.rl` (same field names; validated by RLConfig)."""
+    fields = {f.name: config.rl[f.name] for f in dataclasses.fields(step_lib.RLConfig)}
+    for name in _ZERO_MEANS_NONE:
+        fields[name] = fields[name] or None
+    return step_lib.RLConfig(**fields)
 
 
 def _prompt_mask(lengths: np.ndarray, width: int) -> np.ndarray:

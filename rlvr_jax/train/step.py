@@ -309,9 +309,10 @@ def rollout_metrics(rollout: sampling.Rollout, rewards: jax.Array, advantages: j
     a = advantages.reshape(-1)
     n_valid = jnp.maximum(jnp.sum(row_valid), 1)
     lengths = jnp.sum(rollout.mask, axis=1)
+    valid_tokens = jnp.sum(jnp.where(row_valid, lengths, 0))  # The tokens that are trained on.
     metrics.update({
-        "rollout/valid_tokens": jnp.sum(jnp.where(row_valid, lengths, 0)),  # Trained tokens.
-        "rollout/response_length": jnp.sum(jnp.where(row_valid, lengths, 0)) / n_valid,
+        "rollout/valid_tokens": valid_tokens,
+        "rollout/response_length": valid_tokens / n_valid,
         "rollout/response_length_max": jnp.max(lengths),
         "rollout/truncation_rate": jnp.mean((~rollout.finished).astype(jnp.float32)),
         "advantages/mean": jnp.sum(jnp.where(row_valid, a, 0.0)) / n_valid,
