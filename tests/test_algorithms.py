@@ -218,13 +218,13 @@ def test_gpg_alpha_paper_and_verl():
     # Groups: mixed, all-correct, all-correct, all-wrong: B = 8 samples.
     r = jnp.asarray([[1.0, 0.0], [1.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
     valid = jnp.ones((4,), bool)
-    paper = np.asarray(step_lib.gpg_advantages(r, valid, alpha="paper"))
-    verl = np.asarray(step_lib.gpg_advantages(r, valid, alpha="verl"))
+    paper = np.asarray(adv_lib.gpg(r, alpha="paper", group_mask=valid))
+    verl = np.asarray(adv_lib.gpg(r, alpha="verl", group_mask=valid))
     centered = np.asarray([[0.5, -0.5], [0, 0], [0, 0], [0, 0]])
     np.testing.assert_allclose(paper, centered * 8 / 2)  # 2 samples in non-zero groups.
     np.testing.assert_allclose(verl, centered * 8 / 5)   # 5 samples with a non-zero reward.
     # Invalid groups count neither in B nor in n.
-    half = np.asarray(step_lib.gpg_advantages(r, jnp.asarray([True, True, False, False])))
+    half = np.asarray(adv_lib.gpg(r, group_mask=jnp.asarray([True, True, False, False])))
     np.testing.assert_allclose(half, centered * 4 / 2)
 
 
@@ -238,7 +238,7 @@ def test_gpg_preset_scales_advantages(tok, params, model_config, rollout):
 @pytest.mark.parametrize("name,positive", [("nsr", 0.0), ("w_reinforce", 0.1)])
 def test_negative_sample_weighting(name, positive, tok, params, model_config, rollout):
     rl = rl_config(name)
-    a = np.asarray(step_lib.group_advantages(jnp.asarray(REWARDS), jnp.ones((P,), bool), rl))
+    a = np.asarray(algorithms.resolve(rl).group_advantages(jnp.asarray(REWARDS), jnp.ones((P,), bool)))
     np.testing.assert_allclose(a, np.where(REWARDS > 0.5, positive, -1.0))
     _, _, _, m = _first_update(name, tok, params, model_config, rollout)
     assert m["advantages/max"] == pytest.approx(positive)

@@ -18,6 +18,7 @@ import pytest
 
 from rlvr_jax import sampling, tasks
 from rlvr_jax.data import datasets
+from rlvr_jax.train import objective
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.state import create_train_state, make_optimizer
 
@@ -218,10 +219,10 @@ _RECORDED = []
 
 
 def _recording_policy_loss(original):
-    """Wraps `step.policy_loss` to copy each micro-batch's loss mask and advantages out."""
+    """Wraps `objective.policy_objective` to copy each micro-batch's mask and advantages out."""
     def wrapped(params, mb, counts, **kwargs):
         jax.debug.callback(lambda m, a: _RECORDED.append((np.asarray(m), np.asarray(a))),
-                           mb["mask"], mb["advantages"])
+                           mb.mask, mb.advantages)
         return original(params, mb, counts, **kwargs)
     return wrapped
 
@@ -239,7 +240,8 @@ def dynamic(tok, model_config, params, rollout):
     fn = _update_program(tok, model_config, rl)
     _RECORDED.clear()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(step_lib, "policy_loss", _recording_policy_loss(step_lib.policy_loss))
+        mp.setattr(objective, "policy_objective",
+                   _recording_policy_loss(objective.policy_objective))
         state, metrics = fn(_fresh_state(params), rollout, jnp.asarray(REWARDS.reshape(-1)))
         jax.block_until_ready(state)
         jax.effects_barrier()
@@ -250,8 +252,9 @@ def dynamic(tok, model_config, params, rollout):
 
 def test_select_groups_puts_informative_groups_first(rollout):
     rl = step_lib.RLConfig(num_prompts=DYN_P, dynamic_sampling=True)
-    sel, r, valid, metrics = step_lib.select_groups(rollout, jnp.asarray(REWARDS.reshape(-1)),
+    groups, metrics = step_lib.select_update_groups(rollout, jnp.asarray(REWARDS.reshape(-1)),
                                                     G, rl)
+    sel, r, valid = groups.rollout, groups.rewards, groups.valid
     r = np.asarray(r)
     np.testing.assert_array_equal(np.asarray(valid), [True, True, False])
     # Groups 0 and 2 (in order), then a zero-variance filler flagged invalid.

@@ -2,32 +2,7 @@
 import jax
 import jax.numpy as jnp
 
-
-@jax.jit
-def entropy(logits):
-    """Entropy of the categorical distribution given by `logits`, over the last axis.
-
-    Formula: `H = -Σ_v p_v log p_v = logsumexp(z) - Σ_v softmax(z)_v · z_v`, computed in float32
-    after subtracting the row maximum (numerically stable; logits of `-inf` contribute 0).
-    Meant for one chunk of logits at a time: the model computes log-probs and entropies in chunks
-    over the sequence so that `[B, T, V]` never exists in float32 at once.
-
-    Args:
-      logits: `[..., V]`, any float dtype (bf16 is upcast to float32).
-
-    Returns:
-      `[...]` float32 entropies in nats (jitted: one compiled program per input shape).
-    """
-    z = jnp.asarray(logits).astype(jnp.float32)
-    z_max = jax.lax.stop_gradient(jnp.max(z, axis=-1, keepdims=True))
-    z_max = jnp.where(jnp.isfinite(z_max), z_max, 0.0)
-    shifted = z - z_max
-    lse = jax.nn.logsumexp(shifted, axis=-1)
-    p = jax.nn.softmax(shifted, axis=-1)
-    # p * shifted is 0 * -inf = nan for masked vocabulary entries; they carry no mass.
-    finite = jnp.isfinite(shifted)
-    weighted = jnp.where(finite, p * jnp.where(finite, shifted, 0.0), 0.0)
-    return lse - jnp.sum(weighted, axis=-1)
+from rlvr_jax.numerics import entropy  # noqa: F401  (re-exported: losses.entropy)
 
 
 def entropy_bonus(token_entropy, mask, *, coef):

@@ -10,6 +10,8 @@ exactly zero gradients there.
 import jax
 import jax.numpy as jnp
 
+from rlvr_jax.numerics import masked_mean, masked_stats
+
 LOG_RATIO_CLAMP = 20.0
 
 
@@ -43,18 +45,6 @@ def _log_ratio(logp, old_logp, m):
     return lp, jnp.clip(lp - old, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
 
 
-def _masked_stats(prefix, x, m):
-    """Mean, min and max of `x` over valid tokens (0 when there are none)."""
-    x = jax.lax.stop_gradient(x)
-    n = jnp.sum(m.astype(jnp.float32))
-    any_valid = n > 0
-    return {
-        f"{prefix}_mean": jnp.sum(jnp.where(m, x, 0.0)) / jnp.maximum(n, 1.0),
-        f"{prefix}_min": jnp.where(any_valid, jnp.min(jnp.where(m, x, jnp.inf)), 0.0),
-        f"{prefix}_max": jnp.where(any_valid, jnp.max(jnp.where(m, x, -jnp.inf)), 0.0),
-    }
-
-
 def _fraction(flag, m):
     n = jnp.maximum(jnp.sum(m.astype(jnp.float32)), 1.0)
     return jnp.sum((flag & m).astype(jnp.float32)) / n
@@ -82,7 +72,7 @@ def _clipped_surrogate(ratio, adv, m, eps_low, eps_high, dual_clip, delta):
         bound = -dual_clip * adv
         metrics["dual_clip_frac"] = _fraction((adv < 0) & (jax.lax.stop_gradient(loss) > bound), m)
         loss = jnp.where(adv < 0, jnp.minimum(loss, bound), loss)
-    metrics.update(_masked_stats("ratio", r, m))
+    metrics.update(masked_stats(r, m, "ratio_"))
     return jnp.where(m, loss, 0.0), metrics
 
 
@@ -183,7 +173,7 @@ def cispo(logp, old_logp, advantages, mask, *, eps_low=None, eps_high=4.0):
     metrics = {"clip_frac_high": _fraction(ratio > 1.0 + eps_high, m),
                "clip_frac_low": _fraction(ratio < low, m)}
     metrics["clip_frac"] = metrics["clip_frac_low"] + metrics["clip_frac_high"]
-    metrics.update(_masked_stats("ratio", ratio, m))
+    metrics.update(masked_stats(ratio, m, "ratio_"))
     return loss, metrics
 
 
@@ -205,7 +195,7 @@ def reinforce(logp, advantages, mask):
     m = _mask(mask, jnp.shape(logp))
     lp = _tokens("logp", logp, m)
     adv = _advantages(advantages, m)
-    return jnp.where(m, -adv * lp, 0.0), _masked_stats("logp", lp, m)
+    return jnp.where(m, -adv * lp, 0.0), masked_stats(lp, m, "logp_")
 
 
 def truncated_importance_weights(trainer_logp, sampler_logp, mask, *, cap=2.0, level="token",
@@ -251,8 +241,8 @@ def truncated_importance_weights(trainer_logp, sampler_logp, mask, *, cap=2.0, l
     w = jnp.exp(log_w)
     capped = w > cap
     out = jnp.minimum(w, cap) if mode == "truncate" else jnp.where(capped, 0.0, w)
-    metrics = _masked_stats("is_weight", w, m)
+    metrics = masked_stats(w, m, "is_weight_")
     metrics["is_capped_frac"] = _fraction(capped, m)
     k3 = jnp.exp(-log_ratio) - 1.0 + log_ratio
-    metrics["sampler_kl_k3"] = _masked_stats("k3", k3, m)["k3_mean"]
+    metrics["sampler_kl_k3"] = masked_mean(k3, m)
     return jnp.where(m, out, 0.0), metrics

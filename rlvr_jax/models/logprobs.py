@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_jax.models import transformer
+from rlvr_jax.numerics import entropy
 from rlvr_jax.models.config import ModelConfig
 
 
@@ -25,7 +26,6 @@ def _chunk_stats(hidden, targets, head, temperature, with_entropy):
     logp = chosen - logz
     if not with_entropy:
         return logp, jnp.zeros_like(logp)
-    from rlvr_jax.losses import entropy  # Shared definition with the loss module.
     return logp, entropy(logits)
 
 

@@ -1,9 +1,22 @@
-"""Algorithm presets: named bundles of `config.rl` settings built from the functional parts.
+"""Algorithms by composition: named presets of `config.rl`, and their resolution into functions.
 
-Each preset only sets fields of `config.rl`; a config file picks one with
-`default_config(algorithm=...)` and may override any field afterwards. The
-formulas and the equivalent verl / TRL options are in docs/algorithms.md.
+A preset only sets fields of `config.rl` (`RLConfig`); a config file picks one with
+`default_config(algorithm=...)` and may override any field afterwards. `resolve(rl)` turns an
+`RLConfig` into the pure functions one update uses (advantage estimator, policy loss, KL term,
+entropy bonus, aggregation, value loss), once, outside jit: the update itself never branches
+on an algorithm's name. A new estimator is one pure function plus one line in `resolve`.
+Formulas and the equivalent verl / TRL options are in docs/algorithms.md.
 """
+import dataclasses
+import functools
+from typing import Callable, Optional
+
+import jax.numpy as jnp
+
+from rlvr_jax import advantages as adv
+from rlvr_jax import losses
+from rlvr_jax.train.rl_config import RLConfig
+
 PRESETS = {
     # DeepSeekMath GRPO: group-normalised advantage, PPO clip, per-sequence token mean,
     # k3 KL in the loss (beta 0.04 in the paper; many RLVR recipes use 0).
@@ -82,3 +95,145 @@ def apply(rl_config, name: str):
         setattr(rl_config, key, value)
     rl_config.algorithm = name
     return rl_config
+
+
+# ----------------------------------------------------------------------------- resolution
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """The pure functions of one update, resolved from an `RLConfig` by `resolve`.
+
+    Shapes: P groups of G samples, B = P·G rows, N completion tokens.
+
+    Attributes:
+      group_advantages: fn(rewards [P, G], valid [P]) -> [P, G] (sequence-level estimators),
+        or None.
+      token_advantages: fn(rewards [P, G], mask [B, N], valid [P], *, kl, kl_coef,
+        old_values) -> (advantages [B, N], returns [B, N] or None) (token-level), or None.
+      kl_reward_per_token: the KL-in-reward penalty goes to the token estimator per token
+        (reinforce_pp, gae) instead of being summed into each sequence's reward.
+      policy_loss: fn(logp, old_logp, advantages, mask) -> (per_token [B, N], metrics).
+      kl: fn(logp, ref_logp, mask) -> stop-gradient per-token KL [B, N], or None (no reference).
+      kl_loss: fn(logp, ref_logp, mask) -> (β·KL per token, {"kl_mean"}), or None (KL not in
+        the loss).
+      entropy_bonus: fn(entropy, mask) -> per-token −c·H, or None.
+      aggregate: fn(per_token, mask, counts, max_len) -> scalar, with `counts` the global
+        `losses.global_counts` of the minibatch (plus its valid rows as "num_rows").
+      value_loss: fn(values, old_values, returns, mask) -> (per_token, metrics), or None.
+    """
+    group_advantages: Optional[Callable]
+    token_advantages: Optional[Callable]
+    kl_reward_per_token: bool
+    policy_loss: Callable
+    kl: Optional[Callable]
+    kl_loss: Optional[Callable]
+    entropy_bonus: Optional[Callable]
+    aggregate: Callable
+    value_loss: Optional[Callable]
+
+
+def resolve(rl: RLConfig) -> Algorithm:
+    """The functions `rl` names, with its hyperparameters bound (call outside jit)."""
+    in_loss = rl.needs_reference and not rl.kl_in_reward
+    return Algorithm(
+        group_advantages=None if rl.token_level else _group_estimator(rl),
+        token_advantages=_token_estimator(rl) if rl.token_level else None,
+        kl_reward_per_token=rl.advantage in ("reinforce_pp", "gae"),
+        policy_loss=_policy_loss(rl),
+        kl=functools.partial(losses.kl_penalty, kind=rl.kl_kind) if rl.needs_reference
+        else None,
+        kl_loss=functools.partial(losses.kl_loss, kind=rl.kl_kind, coef=rl.kl_coef) if in_loss
+        else None,
+        entropy_bonus=functools.partial(losses.entropy_bonus, coef=rl.entropy_coef)
+        if rl.entropy_coef > 0 else None,
+        aggregate=functools.partial(_aggregate, mode=rl.aggregation),
+        value_loss=functools.partial(losses.value_loss, clip=rl.value_clip or None)
+        if rl.needs_value else None)
+
+
+def _group_estimator(rl: RLConfig) -> Callable:
+    estimator = {
+        "grpo": functools.partial(adv.grpo, scale=rl.advantage_scale, eps=rl.advantage_eps),
+        "rloo": adv.rloo,
+        "grpo_passk": adv.grpo_passk,
+        "ngrpo": functools.partial(adv.ngrpo, eps=rl.advantage_eps),
+        "gpg": functools.partial(adv.gpg, alpha=rl.gpg_alpha),
+        "w_reinforce": functools.partial(_w_reinforce, positive_weight=rl.positive_weight),
+    }[rl.advantage]
+    # W-REINFORCE weighs its own positive samples; the others may be sign-weighted after.
+    weighted = rl.advantage != "w_reinforce" and (rl.positive_weight, rl.negative_weight) != (
+        1.0, 1.0)
+
+    def group_advantages(rewards, valid):
+        a = estimator(rewards, group_mask=valid)
+        if weighted:
+            a = adv.sign_weighted(a, positive_weight=rl.positive_weight,
+                                  negative_weight=rl.negative_weight)
+        return jnp.where(valid[:, None], a, 0.0)
+    return group_advantages
+
+
+def _w_reinforce(rewards, *, group_mask, positive_weight):
+    del group_mask  # Invalid groups are zeroed by the caller.
+    return adv.w_reinforce(rewards, positive_weight=positive_weight)
+
+
+def _token_estimator(rl: RLConfig) -> Callable:
+    return {
+        "reinforce_pp": functools.partial(reinforce_pp_advantages, gamma=rl.gamma),
+        "reinforce_pp_baseline": reinforce_pp_baseline_advantages,
+        "gae": functools.partial(gae_advantages, gamma=rl.gamma, lam=rl.lam,
+                                 whiten=rl.whiten_advantages),
+    }[rl.advantage]
+
+
+def reinforce_pp_advantages(rewards, mask, valid, *, kl=None, kl_coef=0.0, old_values=None,
+                            gamma=1.0):
+    """REINFORCE++ [B, N]: outcome at the last token (− β·KL_t), returns, batch-whitened."""
+    del old_values
+    per_token = adv.token_rewards(rewards.reshape(-1), mask, kl=kl, kl_coef=kl_coef)
+    row_valid = jnp.repeat(valid, rewards.shape[1])
+    return adv.reinforce_plus_plus(per_token, mask, gamma=gamma, sequence_mask=row_valid), None
+
+
+def reinforce_pp_baseline_advantages(rewards, mask, valid, *, kl=None, kl_coef=0.0,
+                                     old_values=None):
+    """REINFORCE++-baseline [B, N]: group-mean baseline, then batch whitening."""
+    del kl, kl_coef, old_values
+    return adv.reinforce_plus_plus_baseline(rewards, mask, group_mask=valid), None
+
+
+def gae_advantages(rewards, mask, valid, *, kl=None, kl_coef=0.0, old_values=None, gamma=1.0,
+                   lam=1.0, whiten=True):
+    """GAE advantages and returns [B, N] from the outcome (− β·KL_t) and the old values."""
+    per_token = adv.token_rewards(rewards.reshape(-1), mask, kl=kl, kl_coef=kl_coef)
+    a, returns = adv.gae(per_token, old_values, mask, gamma=gamma, lam=lam)
+    if whiten:
+        row_valid = jnp.repeat(valid, rewards.shape[1])
+        a = adv.whiten(a, mask.astype(bool) & row_valid[:, None])
+    return a, returns
+
+
+def _policy_loss(rl: RLConfig) -> Callable:
+    return {
+        "ppo_clip": functools.partial(losses.ppo_clip, eps_low=rl.eps_low, eps_high=rl.eps_high,
+                                      dual_clip=rl.dual_clip or None),
+        "gspo": functools.partial(losses.gspo, eps_low=rl.eps_low, eps_high=rl.eps_high),
+        "cispo": functools.partial(losses.cispo, eps_high=rl.eps_high),
+        "reinforce": reinforce_loss,
+    }[rl.policy_loss]
+
+
+def reinforce_loss(logp, old_logp, advantages, mask):
+    """`losses.reinforce` with the clip metrics of the clipped losses (all 0: nothing clips)."""
+    del old_logp
+    per_token, metrics = losses.reinforce(logp, advantages, mask)
+    zero = jnp.zeros((), jnp.float32)
+    return per_token, dict(metrics, clip_frac_low=zero, clip_frac_high=zero, clip_frac=zero)
+
+
+def _aggregate(per_token, mask, counts, max_len, *, mode):
+    # Dr.GRPO's B counts the rows of groups in the update, not those dynamic sampling dropped.
+    rows = counts["num_rows"] if mode == "seq-mean-token-sum-norm" else counts["num_sequences"]
+    return losses.aggregate(per_token, mask, mode, num_tokens=counts["num_tokens"],
+                            num_sequences=rows, max_len=max_len)

@@ -14,7 +14,7 @@ or with `--config.rl.lr=...` on the command line) raises an error naming it.
 import ml_collections
 
 from rlvr_jax import distributed
-from rlvr_jax.train import algorithms
+from rlvr_jax.train import algorithms, rl_config
 
 
 def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
@@ -70,7 +70,7 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.sft.warmup_steps = 20
 
     c.rl = ml_collections.ConfigDict()
-    c.rl.algorithm = algorithm
+    c.rl.algorithm = algorithm       # The preset applied (rlvr_jax/train/algorithms.py).
     c.rl.steps = 100
     c.rl.num_prompts = 16            # P: groups per update.
     c.rl.num_samples = 8             # G: completions per prompt.
@@ -80,38 +80,10 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.rl.schedule = "constant"       # constant | cosine.
     c.rl.weight_decay = 0.0
     c.rl.max_grad_norm = 1.0
-    c.rl.advantage = "grpo"          # grpo | rloo | grpo_passk | ngrpo | w_reinforce | gpg |
-    #                                  reinforce_pp | reinforce_pp_baseline | gae (PPO).
-    c.rl.advantage_scale = "group"   # group | batch | none.
-    c.rl.advantage_eps = 1e-6
-    c.rl.gpg_alpha = "paper"         # GPG's α = B / n: paper | verl (see docs/algorithms.md).
-    c.rl.gamma = 1.0                 # Discount (reinforce_pp, gae).
-    c.rl.lam = 1.0                   # GAE λ.
-    c.rl.whiten_advantages = True    # gae: whiten advantages over the batch's valid tokens.
-    c.rl.value_clip = 0.0            # gae: value clipping range (0: no clipping).
     c.rl.value_learning_rate = 1e-5  # gae: the value model's own AdamW learning rate.
-    c.rl.positive_weight = 1.0       # Weight of positive advantages (0: negative samples only).
-    c.rl.negative_weight = 1.0
-    c.rl.policy_loss = "ppo_clip"    # ppo_clip | gspo | cispo | reinforce.
-    c.rl.eps_low = 0.2
-    c.rl.eps_high = 0.2
-    c.rl.dual_clip = 0.0             # > 1 enables dual clip; 0 disables.
-    c.rl.aggregation = "seq-mean-token-mean"
-    c.rl.kl_coef = 0.0               # > 0 keeps a frozen reference model.
-    c.rl.kl_kind = "k3"
-    c.rl.kl_in_reward = False
-    c.rl.kl_target = 0.0             # > 0 (with kl_in_reward): adaptive β towards this KL.
-    c.rl.kl_horizon = 10000          # Adaptive-β horizon in samples.
-    c.rl.entropy_coef = 0.0
-    c.rl.entropy_keep_fraction = 1.0  # 0.2: train only on the top-20% entropy tokens.
-    c.rl.epochs = 1                  # μ.
-    c.rl.minibatches = 1
-    c.rl.microbatches = 1
-    c.rl.dynamic_sampling = False
-    c.rl.overlong_buffer = 0         # DAPO soft overlong penalty; 0 disables.
-    c.rl.overlong_penalty = 1.0
-    c.rl.tis_cap = 0.0               # > 0: truncated importance sampling cap.
-    c.rl.logprob_chunk = 128
+    # Every field of the update's RLConfig with its default (documented in
+    # rlvr_jax/train/rl_config.py); the algorithm preset below changes some of them.
+    c.rl.update(rl_config.defaults())
 
     c.eval = ml_collections.ConfigDict()
     c.eval.every = 25                # RL steps between held-out evaluations (0: only at the end).

@@ -3,7 +3,6 @@
 This is optional glue over the free functions in `step.py`, `evaluate.py`,
 `rlvr_jax.data`, `rlvr_jax.tasks` and `rlvr_jax.sharding`.
 """
-import dataclasses
 import json
 import os
 import time
@@ -18,6 +17,7 @@ from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
+from rlvr_jax.train.rl_config import from_config as rl_config_from  # noqa: F401 (public)
 from rlvr_jax.train.checkpoint import Checkpointer
 from rlvr_jax.train.evaluate import Evaluator, decode_completions
 from rlvr_jax.train.logging import MetricsWriter, SampleWriter, progress_bar
@@ -69,18 +69,6 @@ def build_mesh(config):
     if config.mesh.num_devices:
         devices = devices[:config.mesh.num_devices]
     return sharding.make_mesh(mesh_cfg, devices=devices), sharding.get_rules(config.mesh.rules)
-
-
-# config.rl uses 0 for "off" where RLConfig uses None.
-_ZERO_MEANS_NONE = ("dual_clip", "tis_cap", "value_clip", "kl_target")
-
-
-def rl_config_from(config) -> step_lib.RLConfig:
-    """The static `RLConfig` from `config.rl` (same field names; validated by RLConfig)."""
-    fields = {f.name: config.rl[f.name] for f in dataclasses.fields(step_lib.RLConfig)}
-    for name in _ZERO_MEANS_NONE:
-        fields[name] = fields[name] or None
-    return step_lib.RLConfig(**fields)
 
 
 def _prompt_mask(lengths: np.ndarray, width: int) -> np.ndarray:

@@ -1,0 +1,86 @@
+"""The objective of one micro-batch: policy loss (+ KL, entropy) and value loss.
+
+Each function is normalised by the counts of its whole minibatch, so summing it (and its
+gradients) over the micro-batches of a minibatch gives exactly the minibatch's value.
+Shapes: b rows in the micro-batch, Tp + N tokens, N new tokens.
+"""
+from typing import Dict, Tuple
+
+import jax
+import jax.numpy as jnp
+
+from rlvr_jax import losses
+from rlvr_jax.models import ModelConfig, sequence_logprobs
+from rlvr_jax.models.value import value_forward
+from rlvr_jax.numerics import masked_mean
+from rlvr_jax.train.algorithms import Algorithm
+from rlvr_jax.train.experience import Experience
+
+Metrics = Dict[str, jax.Array]
+
+
+def completion_logprobs(params, tokens, attention, *, model_config: ModelConfig,
+                        temperature: float, chunk: int, n_new: int, with_entropy: bool):
+    """(log-probs [b, N], entropies [b, N] or None) of the last N tokens of each row."""
+    logp, ent = sequence_logprobs(params, tokens, attention, config=model_config,
+                                  temperature=temperature, chunk_size=chunk,
+                                  with_entropy=with_entropy)
+    return logp[:, -n_new:], (None if ent is None else ent[:, -n_new:])
+
+
+def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
+                     model_config: ModelConfig, algo: Algorithm, temperature: float,
+                     logprob_chunk: int, tis_cap: float = 0.0) -> Tuple[jax.Array, Metrics]:
+    """Aggregated policy loss (+ KL loss, − entropy bonus) of micro-batch `mb`, and metrics.
+
+    counts: `losses.global_counts` of the minibatch plus its valid rows ("num_rows").
+    tis_cap: > 0 weighs each token by min(π_trainer / π_sampler, tis_cap).
+    """
+    mask = mb.mask
+    # The entropy is always computed: it is logged, and cheap next to the LM-head matmul.
+    logp, ent = completion_logprobs(params, mb.tokens, mb.attention, model_config=model_config,
+                                    temperature=temperature, chunk=logprob_chunk,
+                                    n_new=mb.num_new, with_entropy=True)
+    old = mb.old_logp if mb.old_logp is not None else jax.lax.stop_gradient(logp)
+    loss_mask = mask if mb.entropy_mask is None else mb.entropy_mask
+    per_token, metrics = algo.policy_loss(logp, old, mb.advantages, loss_mask)
+    metrics = {f"loss/{k}": v for k, v in metrics.items()}
+    if tis_cap > 0:
+        w, tis_metrics = losses.truncated_importance_weights(old, mb.sampler_logp, mask,
+                                                             cap=tis_cap)
+        per_token = per_token * w
+        metrics.update({f"tis/{k}": v for k, v in tis_metrics.items()})
+    if algo.kl_loss is not None:  # KL(π_θ‖π_ref) as a loss term.
+        kl_term, kl_metrics = algo.kl_loss(logp, mb.ref_logp, mask)
+        per_token = per_token + kl_term
+        metrics["loss/kl"] = kl_metrics["kl_mean"]
+    elif algo.kl is not None:  # KL in the reward: only logged here.
+        metrics["loss/kl"] = masked_mean(algo.kl(logp, mb.ref_logp, mask), mask)
+    if algo.entropy_bonus is not None:
+        per_token = per_token + algo.entropy_bonus(ent, mask)
+    loss = algo.aggregate(per_token, mask, counts, mb.num_new)
+    # Diagnostics on this micro-batch (means over its valid tokens).
+    sampler_diff = jnp.where(mask, mb.sampler_logp - jax.lax.stop_gradient(logp), 0.0)
+    metrics["train/sampler_trainer_kl"] = masked_mean(sampler_diff, mask)
+    metrics["train/sampler_trainer_max_abs_diff"] = jnp.max(jnp.abs(sampler_diff))
+    metrics["train/entropy"] = masked_mean(ent, mask)
+    return loss, metrics
+
+
+def value_objective(value_params, mb: Experience, counts: Dict[str, jax.Array], *,
+                    model_config: ModelConfig, algo: Algorithm) -> Tuple[jax.Array, Metrics]:
+    """Clipped value loss of micro-batch `mb`, token-mean over its whole minibatch.
+
+    The value of completion token n is the value model's output at the position before
+    it (the state in which the token was chosen).
+    """
+    v = completion_values(value_params, mb.tokens, mb.attention, model_config=model_config,
+                   n_new=mb.num_new)
+    per_token, metrics = algo.value_loss(v, mb.old_values, mb.returns, mb.mask)
+    loss = losses.aggregate(per_token, mb.mask, "token-mean", num_tokens=counts["num_tokens"])
+    return loss, {f"value/{k}": x for k, x in metrics.items()}
+
+
+def completion_values(value_params, tokens, attention, *, model_config: ModelConfig, n_new: int):
+    """Value-model outputs [b, N] for the states before each of the last N tokens."""
+    return value_forward(value_params, tokens, attention, config=model_config)[:, -n_new - 1:-1]

@@ -1,0 +1,160 @@
+"""`RLConfig`: the static hyperparameters of one RL update, their defaults and their checks.
+
+This dataclass is the one place where the update's defaults live: `config.rl` in
+`train/config.py` takes every field (and its default) from it, and the presets in
+`train/algorithms.py` only change fields. `from_config(config)` builds it back from a config.
+"""
+import dataclasses
+
+from rlvr_jax import losses
+from rlvr_jax.advantages import GPG_ALPHAS
+
+SEQUENCE_ADVANTAGES = ("grpo", "rloo", "grpo_passk", "ngrpo", "w_reinforce", "gpg")
+# Estimators that give per-token advantages [B, N] (the others give one per sequence).
+TOKEN_ADVANTAGES = ("reinforce_pp", "reinforce_pp_baseline", "gae")
+ADVANTAGES = SEQUENCE_ADVANTAGES + TOKEN_ADVANTAGES
+POLICY_LOSSES = ("ppo_clip", "gspo", "cispo", "reinforce")
+# Fields where 0 means "off" (None, as older code passed it, is read as 0).
+_ZERO_IS_OFF = ("value_clip", "dual_clip", "kl_target", "tis_cap")
+
+
+@dataclasses.dataclass(frozen=True)
+class RLConfig:
+    """Static hyperparameters of the RL update (hashable: a static jit argument).
+
+    The defaults are GRPO's estimator and loss without a KL term (the "grpo" preset adds
+    β = 0.04). Formulas and the verl / TRL names are in docs/algorithms.md.
+
+    Attributes:
+      num_prompts: P, the groups that enter the update. Without dynamic sampling
+        it must equal the batch's prompts; with it, the batch holds more.
+      advantage: "grpo" | "rloo" | "grpo_passk" | "ngrpo" | "w_reinforce" | "gpg"
+        (sequence level) or "reinforce_pp" | "reinforce_pp_baseline" | "gae" (token level).
+      advantage_scale: for grpo: "group" (GRPO), "batch" (Lite-PPO), "none" (Dr.GRPO).
+      advantage_eps: the std's epsilon.
+      gpg_alpha: GPG's scale α = B / n with n = "paper": samples in groups with
+        non-zero advantage; "verl": samples with non-zero reward.
+      gamma, lam: discount and GAE λ (reinforce_pp uses gamma; gae both).
+      whiten_advantages: gae: whiten the advantages over the valid tokens of the batch.
+      value_clip: gae: value clipping range around the old values (0: no clipping).
+      positive_weight, negative_weight: scale positive / negative advantages
+        (negative-sample reinforcement: positive_weight=0).
+      policy_loss: "ppo_clip" | "gspo" | "cispo" | "reinforce".
+      eps_low, eps_high: clip range (CISPO: eps_high is the weight cap).
+      dual_clip: dual-clip constant c > 1 (ppo_clip; 0: off).
+      aggregation: a `losses.MODES` name.
+      kl_coef, kl_kind: KL(π‖π_ref) term; 0 disables the reference model.
+      kl_in_reward: put the (stop-gradient) KL in the reward instead of the loss: summed
+        over the sequence for sequence-level estimators, −β·KL_t per token for reinforce_pp
+        and gae.
+      kl_target, kl_horizon: with kl_in_reward, adapt β towards a target per-token KL
+        (`losses.adaptive_kl_coef`; 0: fixed β); β then lives in `TrainState.kl_coef`.
+      entropy_coef: entropy bonus coefficient (loss −= coef · H).
+      entropy_keep_fraction: < 1 keeps only that fraction of highest-entropy
+        tokens in the policy loss ("Beyond the 80/20 rule").
+      epochs, minibatches, microbatches: μ passes over the batch, each split
+        into optimizer steps, each accumulated over micro-batches.
+      dynamic_sampling: keep groups with non-zero reward variance first (DAPO).
+      overlong_buffer, overlong_penalty: DAPO soft overlong shaping (0 disables).
+      tis_cap: truncated importance sampling cap on trainer/sampler ratios (0: off).
+      logprob_chunk: sequence chunk of the log-prob computation.
+    """
+    num_prompts: int
+    advantage: str = "grpo"
+    advantage_eps: float = 1e-6
+    gpg_alpha: str = "paper"
+    advantage_scale: str = "group"
+    whiten_advantages: bool = True
+    value_clip: float = 0.0
+    gamma: float = 1.0
+    lam: float = 1.0
+    positive_weight: float = 1.0
+    negative_weight: float = 1.0
+    policy_loss: str = "ppo_clip"
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    aggregation: str = "seq-mean-token-mean"
+    dual_clip: float = 0.0
+    kl_coef: float = 0.0
+    kl_in_reward: bool = False
+    kl_horizon: int = 10000
+    kl_kind: str = "k3"
+    kl_target: float = 0.0
+    entropy_keep_fraction: float = 1.0
+    entropy_coef: float = 0.0
+    epochs: int = 1
+    microbatches: int = 1
+    logprob_chunk: int = 128
+    dynamic_sampling: bool = False
+    minibatches: int = 1
+    overlong_buffer: int = 0
+    overlong_penalty: float = 1.0
+    tis_cap: float = 0.0
+
+    def __post_init__(self):
+        for name in _ZERO_IS_OFF:
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, 0.0)
+        _check_choices(self)
+        _check_ranges(self)
+
+    @property
+    def needs_old_logprobs(self) -> bool:
+        """One epoch of one minibatch is on-policy: the old log-prob is sg(logp)."""
+        return self.epochs > 1 or self.minibatches > 1
+
+    @property
+    def needs_reference(self) -> bool:
+        return self.kl_coef > 0.0
+
+    @property
+    def needs_value(self) -> bool:
+        """PPO with GAE trains a value model (`TrainState.value_params`)."""
+        return self.advantage == "gae"
+
+    @property
+    def token_level(self) -> bool:
+        return self.advantage in TOKEN_ADVANTAGES
+
+    @property
+    def adaptive_kl(self) -> bool:
+        """β adapts (`TrainState.kl_coef` holds it)."""
+        return self.kl_target > 0
+
+
+def _check_choices(rl: RLConfig) -> None:
+    for name, known in (("advantage", ADVANTAGES), ("policy_loss", POLICY_LOSSES),
+                        ("aggregation", losses.MODES), ("kl_kind", losses.KINDS),
+                        ("gpg_alpha", GPG_ALPHAS)):
+        if getattr(rl, name) not in known:
+            raise ValueError(f"{name} must be one of {known}, got {getattr(rl, name)!r}")
+
+
+def _check_ranges(rl: RLConfig) -> None:
+    for name in ("num_prompts", "epochs", "minibatches", "microbatches"):
+        if getattr(rl, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(rl, name)}")
+    if not 0.0 < rl.entropy_keep_fraction <= 1.0:
+        raise ValueError("entropy_keep_fraction must be in (0, 1]")
+    for name in ("gamma", "lam"):
+        if not 0.0 <= getattr(rl, name) <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {getattr(rl, name)}")
+    if rl.value_clip < 0:
+        raise ValueError(f"value_clip must be > 0 (or 0: off), got {rl.value_clip}")
+    if rl.kl_target < 0:
+        raise ValueError(f"kl_target must be > 0 (or 0: off), got {rl.kl_target}")
+    if rl.kl_target > 0:
+        if not (rl.kl_in_reward and rl.kl_coef > 0):
+            raise ValueError("kl_target (adaptive KL) needs kl_in_reward=True and kl_coef > 0")
+        if rl.kl_horizon < 1:
+            raise ValueError("kl_target needs kl_horizon >= 1")
+
+
+def defaults() -> dict:
+    """Every field but `num_prompts` with its default (what `config.rl` starts from)."""
+    return {f.name: f.default for f in dataclasses.fields(RLConfig) if f.name != "num_prompts"}
+
+
+def from_config(config) -> RLConfig:
+    """The `RLConfig` from `config.rl` (same field names; validated by `RLConfig`)."""
+    return RLConfig(**{f.name: config.rl[f.name] for f in dataclasses.fields(RLConfig)})
