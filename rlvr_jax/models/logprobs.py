@@ -13,12 +13,14 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_jax.models import transformer
-from rlvr_jax.numerics import entropy
 from rlvr_jax.models.config import ModelConfig
 
 
 def _chunk_stats(hidden, targets, head, temperature, with_entropy):
-    """Log-prob of `targets` and entropy for one chunk. hidden [B, C, D], targets [B, C]."""
+    """Log-prob of `targets` and entropy for one chunk. hidden [B, C, D], targets [B, C].
+
+    The entropy reuses the chunk's log-normaliser: `H = logz − Σ_v p_v z_v`.
+    """
     logits = jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
     logits = logits / temperature
     logz = jax.nn.logsumexp(logits, axis=-1)
@@ -26,7 +28,18 @@ def _chunk_stats(hidden, targets, head, temperature, with_entropy):
     logp = chosen - logz
     if not with_entropy:
         return logp, jnp.zeros_like(logp)
-    return logp, entropy(logits)
+    p = jnp.exp(logits - logz[..., None])
+    return logp, logz - jnp.sum(p * logits, axis=-1)
+
+
+def chunk_plan(length: int, chunk_size: int) -> Tuple[int, int]:
+    """(n, c): n = ceil(length / chunk_size) equal chunks of c = ceil(length / n) positions.
+
+    c ≤ chunk_size and n·c − length < n: the last chunk starts at `length − c` (overlapping
+    its neighbour by those few positions) instead of padding past the sequence.
+    """
+    n = -(-length // max(1, chunk_size))
+    return n, -(-length // n)
 
 
 def chunked_logprobs(
@@ -40,6 +53,10 @@ def chunked_logprobs(
 ) -> Tuple[jax.Array, Optional[jax.Array]]:
     """log p(targets) and (optionally) the entropy of the softmax at each position.
 
+    The T positions are split into `chunk_plan(T, chunk_size)` equal chunks scanned with
+    the chunk body rematerialised, so neither pass holds more than one chunk of [B, c, V]
+    logits; a single chunk (T ≤ chunk_size) is computed directly, without recompute.
+
     Args:
       hidden: [B, T, D] final hidden states (any float dtype; the matmul runs in
         that dtype with float32 accumulation).
@@ -47,7 +64,7 @@ def chunked_logprobs(
       head: [D, V] LM-head matrix (cast to the hidden dtype).
       temperature: logits are divided by it before the softmax (the sampler uses
         the same definition).
-      chunk_size: positions per chunk; T is padded up to a multiple of it.
+      chunk_size: the most positions per chunk.
       with_entropy: also return the entropy [B, T] (float32).
 
     Returns:
@@ -59,25 +76,61 @@ def chunked_logprobs(
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
     b, t, d = hidden.shape
-    chunk = max(1, min(chunk_size, t))
-    n = -(-t // chunk)
-    pad = n * chunk - t
-    if pad:
-        hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
-        targets = jnp.pad(targets, ((0, 0), (0, pad)))
-    head = head.astype(hidden.dtype)
-    hs = hidden.reshape(b, n, chunk, d).swapaxes(0, 1)
-    ts = targets.reshape(b, n, chunk).swapaxes(0, 1)
-    body = jax.checkpoint(functools.partial(
-        _chunk_stats, head=head, temperature=temperature, with_entropy=with_entropy))
+    n, c = chunk_plan(t, chunk_size)
+    stats = functools.partial(_chunk_stats, head=head.astype(hidden.dtype),
+                              temperature=temperature, with_entropy=with_entropy)
+    if n == 1:  # The logits of one chunk exist anyway: keep them for the backward pass.
+        logp, ent = stats(hidden, targets)
+        return logp, (ent if with_entropy else None)
+    full = n - 1  # Chunks [i·c, (i+1)·c) for i < n − 1, then [t − c, t).
+    hs = jnp.concatenate([hidden[:, :full * c].reshape(b, full, c, d).swapaxes(0, 1),
+                          hidden[None, :, t - c:]], axis=0)
+    ts = jnp.concatenate([targets[:, :full * c].reshape(b, full, c).swapaxes(0, 1),
+                          targets[None, :, t - c:]], axis=0)
+    body = jax.checkpoint(stats)
+    _, out = jax.lax.scan(lambda _, xs: (None, body(*xs)), None, (hs, ts))
 
-    def step(_, xs):
-        return None, body(*xs)
-
-    _, (logp, ent) = jax.lax.scan(step, None, (hs, ts))
-    logp = logp.swapaxes(0, 1).reshape(b, n * chunk)[:, :t]
-    ent = ent.swapaxes(0, 1).reshape(b, n * chunk)[:, :t]
+    def assemble(x):  # [n, B, c] -> [B, t]
+        tail = t - full * c
+        return jnp.concatenate([x[:full].swapaxes(0, 1).reshape(b, full * c),
+                                x[full][:, c - tail:]], axis=1)
+    logp, ent = (assemble(x) for x in out)
     return logp, (ent if with_entropy else None)
+
+
+def completion_logprobs(
+    params,
+    tokens: jax.Array,
+    attention_mask: jax.Array,
+    num_new: int,
+    *,
+    config: ModelConfig,
+    temperature: float = 1.0,
+    chunk_size: int = 128,
+    with_entropy: bool = False,
+) -> Tuple[jax.Array, Optional[jax.Array]]:
+    """Log-probs (and entropies) of the last `num_new` tokens of each row only.
+
+    The transformer runs over the whole sequence; the LM head, log-softmax and entropy
+    only over the `num_new` scored positions (prompt positions are never scored).
+
+    Args:
+      tokens: [B, T] int32, a left-padded prompt followed by `num_new` completion tokens.
+      attention_mask: [B, T], 1 for real tokens.
+      num_new: N, the completion length (static).
+      config, temperature, chunk_size, with_entropy: as in `sequence_logprobs`.
+
+    Returns:
+      (logp [B, N] float32, entropy [B, N] float32 or None); column n is completion token n,
+      equal to `sequence_logprobs(...)[0][:, -N:]`.
+    """
+    if not 0 < num_new < tokens.shape[1]:
+        raise ValueError(f"num_new must be in [1, T) with T = {tokens.shape[1]}, got {num_new}")
+    hidden, _ = transformer.forward(params, tokens, config=config,
+                                    attention_mask=attention_mask, return_hidden=True)
+    return chunked_logprobs(hidden[:, -num_new - 1:-1], tokens[:, -num_new:],
+                            transformer.head_matrix(params, config), temperature=temperature,
+                            chunk_size=chunk_size, with_entropy=with_entropy)
 
 
 def sequence_logprobs(

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_jax import losses
-from rlvr_jax.models import ModelConfig, sequence_logprobs
+from rlvr_jax import models
+from rlvr_jax.models import ModelConfig
 from rlvr_jax.models.value import value_forward
 from rlvr_jax.numerics import masked_mean
 from rlvr_jax.train.algorithms import Algorithm
@@ -22,10 +23,9 @@ Metrics = Dict[str, jax.Array]
 def completion_logprobs(params, tokens, attention, *, model_config: ModelConfig,
                         temperature: float, chunk: int, n_new: int, with_entropy: bool):
     """(log-probs [b, N], entropies [b, N] or None) of the last N tokens of each row."""
-    logp, ent = sequence_logprobs(params, tokens, attention, config=model_config,
-                                  temperature=temperature, chunk_size=chunk,
-                                  with_entropy=with_entropy)
-    return logp[:, -n_new:], (None if ent is None else ent[:, -n_new:])
+    return models.completion_logprobs(params, tokens, attention, n_new, config=model_config,
+                                      temperature=temperature, chunk_size=chunk,
+                                      with_entropy=with_entropy)
 
 
 def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
