@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+MAX_BOX_CHARS = 4000  # a longer box is no answer (and scanning stays linear)
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 _ANSWER_PHRASE = re.compile(
     r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)\s*(?::\s*)?", re.IGNORECASE)
@@ -16,7 +17,7 @@ _UNIT_WORDS = (r"(?:\s*(?:\\text\{\s*)?(?:seconds?|minutes?|hours?|days?|weeks?|
                r"meters?|inches|inch|feet|foot|miles?|kg|g|grams?|dollars?|cents?|degrees?)\b\}?)?")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|-?\.\d+%?")
 _NUMBER_UNIT = re.compile(r"(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|-?\.\d+%?)" + _UNIT_WORDS)
-_NEGATION = re.compile(r"(?:\bnot|n't|\bnever|\bneither|\bnor|\\neq?|≠|!=)\s*(?:equal\s+to\s+|be\s+)?"
+_NEGATION = re.compile(r"(?:\bnot|n't|cannot|\bnever|\bneither|\bnor|\\neq?|≠|!=)\s*(?:equal\s+to\s+|be\s+)?"
                        r"\$?\s*$", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r"\d[^.\n]{0,40}?\bor\s*\$?\s*$|\beither\b[^.\n]{0,60}$", re.IGNORECASE)
 # An explicit retraction: says the earlier answer was wrong.
@@ -31,10 +32,20 @@ _RETRACT_WEAK = re.compile(
     r"(?:re-?check|reconsider|recompute|re-?calculate|re-?do|re-?examine))\b", re.IGNORECASE)
 
 
+def _closing_braces(text: str) -> dict[int, int]:
+    """``{index of '{': index of its matching '}'}`` in one pass (unmatched ones absent)."""
+    stack, match = [], {}
+    for i, ch in enumerate(text):
+        if ch == "{":
+            stack.append(i)
+        elif ch == "}" and stack:
+            match[stack.pop()] = i
+    return match
+
+
 def _box_spans(text: str) -> list[tuple[int, int, str]]:
     """``(start, end, contents)`` of every balanced box, outermost only, in order."""
-    from rlvr_jax.rewards.math.parse import braced
-    spans = []
+    spans, closing = [], None
     for m in _BOX.finditer(text):
         if spans and m.start() < spans[-1][1]:
             continue  # inside the previous box
@@ -42,11 +53,12 @@ def _box_spans(text: str) -> list[tuple[int, int, str]]:
         while i < len(text) and text[i] == " ":
             i += 1
         if i < len(text) and text[i] == "{":
-            got = braced(text, i)
-            if got is not None:
-                spans.append((m.start(), got[1], got[0]))
+            closing = _closing_braces(text) if closing is None else closing
+            end = closing.get(i)
+            if end is not None and end - i <= MAX_BOX_CHARS:
+                spans.append((m.start(), end + 1, text[i + 1:end]))
         elif i > m.end():
-            tok = re.match(r"[^\s$]+", text[i:])
+            tok = re.match(r"[^\s$]+", text[i:i + 200])
             if tok:
                 spans.append((m.start(), i + tok.end(), tok.group(0)))
     return spans
@@ -78,6 +90,7 @@ def _from_phrase(text: str) -> str | None:
     if re.search(r"n't\s*$|\bnot\s*$", text[max(0, last.start() - 12):last.start()], re.IGNORECASE):
         return None  # "the answer isn't" is caught by the phrase itself; "is not the answer"
     ans = _sentence_end(text[last.end():]).strip()
+    ans = re.sub(r"\s*(?:,|;|\()\s*(?:and\s+|but\s+)?not\s+[^,;]*\)?$", "", ans)  # "5, not 6"
     if re.match(r"(?:not|n't|never|neither)\b|\\neq?\b|≠", ans, re.IGNORECASE):
         return None
     if _RETRACT_STRONG.search(text[last.end() + len(ans):]):

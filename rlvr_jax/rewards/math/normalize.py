@@ -136,7 +136,8 @@ for _dim, _table in {
     for _name, _factor in _table.items():
         _UNITS[_name] = (_dim, Fraction(_factor))
 
-_UNIT_TAIL = re.compile(r"^(.*?[\d)}%])\s*([a-zA-Z]+(?:\^?\d)?(?:\s*(?:/|per)?\s*[a-zA-Z]+(?:\^?\d)?)*)$")
+_UNIT_WORD = r"[a-zA-Z]+(?:\^?\d)?"
+_UNIT_TAIL = re.compile(r"^(.*?[\d)}%])\s*(" + _UNIT_WORD + r"(?:(?:\s*/\s*|\s+)" + _UNIT_WORD + r")*)$")
 
 
 def canonical_unit(unit: str) -> str:

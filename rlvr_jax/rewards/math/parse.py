@@ -20,10 +20,11 @@ class ParseError(ValueError):
     """The text is not an expression of the supported subset."""
 
 
-def braced(text: str, start: int) -> tuple[str, int] | None:
-    """Contents of the brace group opening at ``text[start] == '{'`` and the end index."""
+def braced(text: str, start: int, limit: int | None = None) -> tuple[str, int] | None:
+    """Contents of the brace group opening at ``text[start] == '{'`` and the end index
+    (``None`` when it does not close, or not within ``limit`` characters)."""
     depth = 0
-    for i in range(start, len(text)):
+    for i in range(start, len(text) if limit is None else min(len(text), start + limit)):
         if text[i] == "{":
             depth += 1
         elif text[i] == "}":
