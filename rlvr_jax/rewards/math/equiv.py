@@ -261,6 +261,13 @@ def answers_equivalent(prediction, reference) -> bool:
       prediction: an extracted answer string (``None`` → False).
       reference: the reference answer (str, int, float or Fraction).
     """
+    try:
+        return _answers_equivalent(prediction, reference)
+    except (ValueError, ArithmeticError, RecursionError, MemoryError):
+        return False  # malformed or oversized input is no match, never an exception
+
+
+def _answers_equivalent(prediction, reference) -> bool:
     if prediction is None or reference is None:
         return False
     a, b = _norm.normalize_answer(prediction), _norm.normalize_answer(reference)

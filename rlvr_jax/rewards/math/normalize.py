@@ -53,6 +53,8 @@ def unwrap_boxes(s: str) -> str:
 
 def _repeating_to_fraction(m: re.Match) -> str:
     sign, whole, fixed, rep = m.groups()
+    if len(whole) + len(fixed) + len(rep) > 1000:
+        return m.group(0)  # too long to be an answer; left unparseable
     whole = int(whole or 0)
     value = Fraction(whole) + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0)
     value += Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
