@@ -19,7 +19,7 @@ _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|-?\.\d+%?")
 _NUMBER_UNIT = re.compile(r"(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|-?\.\d+%?)" + _UNIT_WORDS)
 _NEGATION = re.compile(r"(?:\bnot|n't|cannot|\bnever|\bneither|\bnor|\\neq?|≠|!=)\s*(?:equal\s+to\s+|be\s+)?"
                        r"\$?\s*$", re.IGNORECASE)
-_ALTERNATIVE = re.compile(r"\d[^.\n]{0,40}?\bor\s*\$?\s*$|\beither\b[^.\n]{0,60}$", re.IGNORECASE)
+_ALTERNATIVE = re.compile(r"\d[^.\n]{0,40}?\bor\s*\$?\s*$", re.IGNORECASE)
 # An explicit retraction: says the earlier answer was wrong.
 _RETRACT_STRONG = re.compile(
     r"\b(?:that|this|it|my\s+(?:previous\s+|earlier\s+|first\s+)?answer|the\s+above)\s*"

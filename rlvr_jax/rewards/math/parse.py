@@ -114,6 +114,8 @@ def tokenize(s: str) -> list[tuple[str, str]]:
         else:
             toks.append(("op", "^" if op == "**" else op))
         i = m.end()
+        if len(toks) >= 2 and toks[-1][0] == toks[-2][0] == "num":
+            raise ParseError("two numbers side by side")  # "1 2" is not a product
     return toks
 
 
