@@ -27,10 +27,19 @@ def main():
     parser.add_argument("--update-doc", default=None)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--module", default=None,
+                        help="audit math_reward / math_verify_reward of this .py file instead "
+                             "(e.g. an earlier version: git show REV:rlvr_jax/rewards/math.py)")
     args = parser.parse_args()
-    verifiers = {"rule (rlvr_jax)": (rmath.math_reward, ())}
+    if args.module:
+        import importlib
+        sys.path.insert(0, os.path.dirname(os.path.abspath(args.module)))
+        rmod = importlib.import_module(os.path.splitext(os.path.basename(args.module))[0])
+    else:
+        rmod = rmath
+    verifiers = {"rule (rlvr_jax)": (rmod.math_reward, ())}
     if rmath.math_verify_available():
-        verifiers["math-verify 0.9"] = (rmath.math_verify_reward, ("math_verify",))
+        verifiers["math-verify 0.9"] = (rmod.math_verify_reward, ("math_verify",))
     else:
         print("math-verify is not installed: auditing the rule verifier only "
               "(pip install 'rlvr_jax[math]')", file=sys.stderr)

@@ -98,6 +98,8 @@ def markdown_report(results: dict[str, dict]) -> str:
         lines.append(f"| {cat} | {c['n']} | " + " | ".join(cells) + " |")
     for name, r in results.items():
         lines += ["", f"Mistakes of `{name}`:", ""]
+        if not r["mistakes"]:
+            lines.append("- none")
         for m in r["mistakes"]:
             kind = "FP" if m["verdict"] else "FN"
             lines.append(f"- {kind} `{m['candidate']}` vs `{m['reference']}` ({m['category']})")
