@@ -142,6 +142,10 @@ _UNIT_WORD = r"[a-zA-Z]+(?:\^?\d)?"
 _UNIT_TAIL = re.compile(r"^(.*?[\d)}%])\s*(" + _UNIT_WORD + r"(?:(?:\s*/\s*|\s+)" + _UNIT_WORD + r")*)$")
 
 
+_NOT_UNITS = {"pi", "e", "i", "sqrt", "ln", "log", "sin", "co", "cos", "tan", "exp", "inf", "or",
+              "and"}
+
+
 def canonical_unit(unit: str) -> str:
     """Lower case, no spaces, plural ``s`` dropped (``Minutes`` → ``minute``)."""
     unit = unit.lower().replace(" ", "")
@@ -159,6 +163,8 @@ def split_unit(s: str) -> tuple[str, str]:
     if not m or re.search(r"\b(?:or|and)\b", m.group(2)):
         return s, ""
     unit = canonical_unit(m.group(2))
+    if unit in _NOT_UNITS or (len(unit) == 1 and unit not in _UNITS):
+        return s, ""  # "5 x", "2 pi": a variable or a constant, not a unit
     spaced = s[len(m.group(1)):len(m.group(1)) + 1].isspace()
     if spaced or (unit in _UNITS and len(unit) >= 2):
         return m.group(1).strip(), unit
