@@ -19,6 +19,7 @@ START, END = "<!-- audit:start -->", "<!-- audit:end -->"
 
 
 def main():
+    """Audit both verifiers on each pairs file, print the report, optionally update the doc."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     data = os.path.join(here, "tests", "data")
