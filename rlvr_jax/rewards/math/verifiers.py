@@ -9,8 +9,11 @@ use ``SIGALRM``; from any other thread the call runs in a one-worker
 """
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
 import threading
+import time
 
 from rlvr_jax.rewards.math import equiv as _equiv
 from rlvr_jax.rewards.math import normalize as _norm
@@ -96,14 +99,28 @@ def _math_verify_core(completion: str, reference) -> float:
     if _rule_decides(a, b):
         return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
     a, b = _norm.split_unit(a)[0], _norm.split_unit(b)[0]  # a unit on one side only
-    try:
-        gold = mv.parse(f"${_to_latex(b)}$", parsing_timeout=MV_PARSE_TIMEOUT_S)
-        got = mv.parse(f"${_to_latex(a)}$", parsing_timeout=MV_PARSE_TIMEOUT_S)
-        if not gold or not got:
+    with _outer_alarm_kept():
+        try:
+            gold = mv.parse(f"${_to_latex(b)}$", parsing_timeout=MV_PARSE_TIMEOUT_S)
+            got = mv.parse(f"${_to_latex(a)}$", parsing_timeout=MV_PARSE_TIMEOUT_S)
+            if not gold or not got:
+                return 0.0
+            return 1.0 if mv.verify(gold, got, timeout_seconds=MV_VERIFY_TIMEOUT_S) else 0.0
+        except Exception:  # noqa: BLE001 - math-verify's TimeoutException and parse failures
             return 0.0
-        return 1.0 if mv.verify(gold, got, timeout_seconds=MV_VERIFY_TIMEOUT_S) else 0.0
-    except Exception:  # noqa: BLE001 - math-verify's TimeoutException and parse failures
-        return 0.0
+
+
+@contextlib.contextmanager
+def _outer_alarm_kept():
+    """math-verify cancels any ``SIGALRM`` timer when its own ends; re-arm a caller's timer
+    (e.g. pytest-timeout) with the time it had left."""
+    left, _ = signal.getitimer(signal.ITIMER_REAL)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, left - (time.monotonic() - start)))
 
 
 _THREAD_POOL = None
