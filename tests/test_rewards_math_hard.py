@@ -228,3 +228,26 @@ def test_property_sets_unordered_tuples_ordered(values, rnd):
     if shuffled != values:
         assert rm.math_reward(box("(" + ", ".join(fmt(v) for v in shuffled) + ")"), tup) == 0.0
     assert rm.math_reward(box(tup), tup) == 1.0
+
+
+def test_public_names_unchanged():
+    import rlvr_jax.rewards as rewards
+    for name in ("answers_equivalent", "extract_answer", "extract_boxed", "get_math_verifier",
+                 "math_reward", "math_verify_available", "math_verify_reward", "normalize_answer",
+                 "MAX_ANSWER_CHARS"):
+        assert callable(getattr(rm, name)) or name == "MAX_ANSWER_CHARS"
+    for name in rewards.__all__:
+        assert hasattr(rewards, name)
+    assert rewards.get_math_verifier() is rm.math_reward
+    assert rm.math_reward("\\boxed{7}", 7) == 1.0
+
+
+def test_load_pairs_checks_completion_flag(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"reference": "1", "candidate": "1", "equivalent": true, "category": "x", '
+                   '"completion": "yes"}\n')
+    with pytest.raises(ValueError, match="bad pair"):
+        audit.load_pairs(str(bad))
+    good = {"reference": "1", "candidate": "<answer>1</answer>", "completion": True}
+    assert audit.pair_completion(good) == "<answer>1</answer>"
+    assert "\\boxed{1}" in audit.pair_completion({"candidate": "1"})
