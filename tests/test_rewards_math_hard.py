@@ -251,3 +251,27 @@ def test_load_pairs_checks_completion_flag(tmp_path):
     good = {"reference": "1", "candidate": "<answer>1</answer>", "completion": True}
     assert audit.pair_completion(good) == "<answer>1</answer>"
     assert "\\boxed{1}" in audit.pair_completion({"candidate": "1"})
+
+
+@pytest.mark.parametrize("completion,ref,ok", [
+    ("\\frac{10}{9}", "10/9", True),                         # the whole response is one token
+    ("AZYUK2A", "2", False),                                 # a digit inside a word is no number
+    ("Therefore $x \\geq 5$ is the solution.", "x \\ge 5", True),  # the span holding the last number
+    ("The identity matrix is $\\begin{pmatrix}1 & 0 \\\\ 0 & 1\\end{pmatrix}$.",
+     "\\begin{bmatrix}1&0\\\\0&1\\end{bmatrix}", True),
+    ("We get $x = 5+5+1 = 11$", "11", True),                 # the end of a chain
+    ("so $p=-1,p=\\frac{15}{8}$", "-1, \\frac{15}{8}", True),
+    ("Final Answer: The largest $n$ is 34.", "34", True),
+    ("We know $7$ is prime. Therefore the result is 8", "7", False),
+    ("The solutions are \\boxed{(1, 2)}, \\boxed{(2, 1)}", "(2,1), (1,2)", True),  # one box each
+    ("\\boxed{1}, \\boxed{2}", "1", False),                  # ... but not against one answer
+    ("\\boxed{1}, \\boxed{2}, \\boxed{3}", "1, 2", False),
+    ("$${2, 3, 5, 7, 13}$$", "\\boxed{2}, \\boxed{3}, \\boxed{5}, \\boxed{7}, \\boxed{13}", True),
+    ("\\boxed{(x, y) = (5, 8) \\quad \\text{and} \\quad (8, 5)}", "(5, 8), (8, 5)", True),
+    ("\\boxed{|AB| = 4}", "4", True), ("\\boxed{\\cfrac{1}{3}}", "1/3", True),
+    ("$\\left[\\begin{array}{cc}1 & 2 \\\\3 & 4\\end{array}\\right]$",
+     "\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix}", True),
+])
+def test_fallback_spans_and_lists(completion, ref, ok):
+    """Cases found by auditing on math-verify's own test pairs (written by others)."""
+    assert rm.math_reward(completion, ref) == float(ok)

@@ -108,6 +108,8 @@ def structure(s: str):
             cells = rows[0] if len(rows) == 1 else [r[0] for r in rows]
             return ("interval", "(", ")", cells) if len(cells) > 1 else ("atom", cells[0])
         return ("matrix", rows)
+    if s.startswith("{") and s.endswith("}") and _matching(s) and len(split_top(s[1:-1])) >= 2:
+        s = "\\{" + s[1:-1] + "\\}"  # "{1, 2, 3}": a set written without escapes
     if s.startswith("\\{") and s.endswith("\\}"):
         items = [_norm.strip_assignment(p) for p in split_top(s[2:-2])]
         return ("set", [x for it in items for x in _expand_pm(it)])

@@ -16,7 +16,7 @@ _ANSWER_PHRASE = re.compile(
 _UNIT_WORDS = (r"(?:\s*(?:\\text\{\s*)?(?:seconds?|minutes?|hours?|days?|weeks?|years?|cm|mm|km|m|"
                r"meters?|inches|inch|feet|foot|miles?|kg|g|grams?|dollars?|cents?|degrees?)\b\}?)?")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|-?\.\d+%?")
-_NUMBER_UNIT = re.compile(r"(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|-?\.\d+%?)" + _UNIT_WORDS)
+_NUMBER_UNIT = re.compile(r"(?<![A-Za-z_])(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|-?\.\d+%?)" + _UNIT_WORDS)
 _NEGATION = re.compile(r"(?:\bnot|n't|cannot|\bnever|\bneither|\bnor|\\neq?|≠|!=)\s*(?:equal\s+to\s+|be\s+)?"
                        r"\$?\s*$", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r"\d[^.\n]{0,40}?\bor\s*\$?\s*$", re.IGNORECASE)
@@ -90,6 +90,9 @@ def _from_phrase(text: str) -> str | None:
     if re.search(r"n't\s*$|\bnot\s*$", text[max(0, last.start() - 12):last.start()], re.IGNORECASE):
         return None  # "the answer isn't" is caught by the phrase itself; "is not the answer"
     ans = _sentence_end(text[last.end():]).strip()
+    verb = list(re.finditer(r"\b(?:is|are|equals?|be)\b", ans))
+    if verb and re.search(r"[a-zA-Z]{2,}", ans[:verb[-1].start()]):
+        ans = ans[verb[-1].end():].strip()  # "Final answer: the largest $n$ is 34"
     ans = re.sub(r"\s*(?:,|;|\()\s*(?:and\s+|but\s+)?not\s+[^,;]*\)?$", "", ans)  # "5, not 6"
     if re.match(r"(?:not|n't|never|neither)\b|\\neq?\b|≠", ans, re.IGNORECASE):
         return None
@@ -98,20 +101,70 @@ def _from_phrase(text: str) -> str | None:
     return ans or ""
 
 
-def _from_last_number(text: str) -> str | None:
-    """The last number (with a trailing unit word), unless negated, an alternative or retracted."""
-    found = list(_NUMBER_UNIT.finditer(text))
-    if not found:
-        return None
-    last = found[-1]
-    before = text[max(0, last.start() - 80):last.start()]
+_MATH_SPAN = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)"
+                        r"|\\\[(.+?)\\\]", re.DOTALL)
+
+
+def _negated_or_alternative(text: str, start: int, end: int) -> bool:
+    before = text[max(0, start - 80):start]
     if _NEGATION.search(before) or _ALTERNATIVE.search(before):
+        return True
+    if re.match(r"\s*(?:or\b|\\neq?\b|≠|(?:is|was)(?:\s+not\b|n't))", text[end:], re.IGNORECASE):
+        return True
+    return bool(_RETRACT_STRONG.search(text[end:]))
+
+
+def _span_answer(span: str) -> str | None:
+    """The answer in a math span: after the last ``=`` of a chain ``x = 2+3 = 5``, before
+    ``\\approx``; ``None`` for a negated relation."""
+    span = re.split(r"\\approx|≈", span)[0].strip()
+    if re.search(r"\\neq?\b|≠|!=", span):
         return None
-    if re.match(r"\s*(?:or\b|\\neq?\b|≠|(?:is|was)(?:\s+not\b|n't))", text[last.end():], re.IGNORECASE):
-        return None
-    if _RETRACT_STRONG.search(text[last.end():]):
+    if span.count("=") >= 2 and not re.search(r"[<>]=|=[<>]|\\[lg]eq?|[,;]", span):
+        span = span.rsplit("=", 1)[1].strip()
+    return span or None
+
+
+def _from_last_number(text: str) -> str | None:
+    """The fallback answer: the whole text when it is a single token (``\\frac{10}{9}``); else
+    the last math span (``$…$``, ``\\(…\\)``, ``\\[…\\]``) when it holds the last number or ends
+    the text; else the last number (with a trailing unit word). Not one that is negated, an
+    alternative ("6 or 9") or retracted."""
+    whole = text.strip()
+    if (whole and not re.search(r"\s", whole) and len(whole) <= 400 and not _MATH_SPAN.search(whole)
+            and not _BOX.search(whole) and whole.count("{") == whole.count("}")):
+        return whole
+    found = list(_NUMBER_UNIT.finditer(text))
+    last = found[-1] if found else None
+    spans = list(_MATH_SPAN.finditer(text[-20000:]))
+    if spans:
+        off = max(0, len(text) - 20000)
+        sp = spans[-1]
+        start, end = sp.start() + off, sp.end() + off
+        holds = last is not None and start <= last.start() < end
+        if holds or not text[end:].strip(" \t\n.,;:!"):
+            inner = next(g for g in sp.groups() if g is not None)
+            if _negated_or_alternative(text, start, end):
+                return None
+            return _span_answer(inner)
+    if last is None or _negated_or_alternative(text, last.start(), last.end()):
         return None
     return last.group(0).strip()
+
+
+def live_boxes(text: str) -> list[str]:
+    """The contents of the boxes of the answer region that no later self-correction retracts
+    (for a response that boxes each element of a list separately)."""
+    region, _ = _answer_region(text)
+    spans = _box_spans(region)
+    if not spans or _RETRACT_STRONG.search(region[spans[-1][1]:]):
+        return []
+    live = [spans[0]]
+    for prev, cur in zip(spans, spans[1:]):
+        if _RETRACT_WEAK.search(region[prev[1]:cur[0]]):
+            live = []
+        live.append(cur)
+    return [c.strip() for _, _, c in live]
 
 
 def _pick_boxes(spans, text: str, several_boxed: str):

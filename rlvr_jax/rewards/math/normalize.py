@@ -30,7 +30,8 @@ _NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60
                       "one hundred": "100", "a thousand": "1000", "one thousand": "1000"})
 
 
-_MATRIX = re.compile(r"\\begin\{([pbB]?matrix|smallmatrix)\}(.*?)\\end\{\1\}", re.DOTALL)
+_MATRIX = re.compile(r"\\begin\{([pbB]?matrix|smallmatrix|array)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}",
+                     re.DOTALL)
 
 
 def _matrix_form(m: re.Match) -> str:
@@ -40,7 +41,7 @@ def _matrix_form(m: re.Match) -> str:
 
 def unwrap_boxes(s: str) -> str:
     """``\\boxed{x}`` / ``\\fbox{x}`` → ``x`` anywhere in ``s`` (nested boxes too)."""
-    for _ in range(4):
+    for _ in range(64):
         m = re.search(r"\\(?:boxed|fbox)\s*(?=\{)", s)
         if not m:
             return s
@@ -81,7 +82,7 @@ def normalize_answer(answer) -> str:
     s = unwrap_boxes(s)
     s = _MATRIX.sub(_matrix_form, s)
     s = s.replace("{,}", ",").replace("\\$", " ").replace("\\%", "%").replace("\\#", "")
-    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = re.sub(r"\\left\s*\.|\\right\s*\.", "", s)
     s = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)\s*\\?([|{}])", r"\1", s)
     for _ in range(3):
@@ -92,6 +93,7 @@ def normalize_answer(answer) -> str:
     s = s.replace("\\ ", " ").replace("~", " ").replace("\\infinity", "\\infty")
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"\s+\^", "^", s)
+    s = re.sub(r"^[(\[]\s*(\\matrix\{.*\})\s*[)\]]$", r"\1", s)  # "\left[\begin{array}…\right]"
     s = s.rstrip(".").strip()
     s = re.sub(r"(?<=[\d)}])\s*percent\b", "%", s, flags=re.IGNORECASE)
     s = _REPEATING.sub(_repeating_to_fraction, s)
@@ -107,9 +109,14 @@ def normalize_answer(answer) -> str:
     return s
 
 
+_LHS = (r"(?:[a-zA-Z](?:_\{?\w+\}?)?|[a-zA-Z]\([a-z]\)|[A-Z]{2,3}|\|[A-Za-z]{1,3}\|"
+        r"|\(\s*[a-zA-Z](?:\s*,\s*[a-zA-Z])+\s*\))")
+
+
 def strip_assignment(s: str) -> str:
-    """``x = 3`` / ``x_1=3`` / ``f(x) = ...`` / ``x \\in (1,2)`` → the right-hand side."""
-    m = re.fullmatch(r"\s*(?:[a-zA-Z](?:_\{?\w+\}?)?|[a-zA-Z]\([a-z]\))\s*(?:=|\\in)\s*(.+)", s)
+    """``x = 3`` / ``x_1=3`` / ``f(x) = ...`` / ``(p,q) = (3,2)`` / ``AB = 4`` / ``|AB| = 4`` /
+    ``x \\in (1,2)`` → the right-hand side."""
+    m = re.fullmatch(r"\s*" + _LHS + r"\s*(?:=|\\in)\s*(.+)", s)
     if m and "=" not in m.group(1):
         return m.group(1).strip()
     return s

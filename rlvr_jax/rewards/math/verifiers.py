@@ -18,7 +18,7 @@ import time
 from rlvr_jax.rewards.math import equiv as _equiv
 from rlvr_jax.rewards.math import normalize as _norm
 from rlvr_jax.rewards.math import parse as _parse
-from rlvr_jax.rewards.math.extract import extract_answer
+from rlvr_jax.rewards.math.extract import extract_answer, live_boxes
 
 MV_PARSE_TIMEOUT_S = 3   # per parse (reference, prediction)
 MV_VERIFY_TIMEOUT_S = 3  # per comparison
@@ -32,9 +32,25 @@ def math_reward(completion: str, reference, *, fallback_last_number: bool = True
     See :func:`extract_answer` for the extraction order and :func:`answers_equivalent`
     for equivalence.
     """
-    pred = extract_answer(completion, fallback_last_number=fallback_last_number,
-                          several_boxed=several_boxed)
+    pred = _prediction(completion, reference, fallback_last_number=fallback_last_number,
+                       several_boxed=several_boxed)
     return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
+
+
+def _prediction(completion: str, reference, **kw) -> str | None:
+    """:func:`extract_answer`; several live boxes that disagree count as one list answer only
+    when the reference is a list (each solution boxed separately), else as no answer."""
+    pred = extract_answer(completion, **kw)
+    if pred is None and kw.get("several_boxed", "reject") == "reject" and reference is not None:
+        boxes = live_boxes(completion)
+        if len(boxes) >= 2:
+            try:
+                ref = _equiv.structure(_norm.normalize_answer(reference))
+            except (ValueError, RecursionError):
+                return None
+            if ref[0] == "set" and len(ref[1]) == len(boxes):
+                return ", ".join(boxes)
+    return pred
 
 
 # --------------------------------------------------------------------------- math-verify
@@ -90,7 +106,7 @@ def _rule_decides(a: str, b: str) -> bool:
 
 def _math_verify_core(completion: str, reference) -> float:
     mv = _import_math_verify()
-    pred = extract_answer(completion)
+    pred = _prediction(completion, reference)
     if pred is None or reference is None:
         return 0.0
     a, b = _norm.normalize_answer(pred), _norm.normalize_answer(reference)
