@@ -275,3 +275,20 @@ def test_load_pairs_checks_completion_flag(tmp_path):
 def test_fallback_spans_and_lists(completion, ref, ok):
     """Cases found by auditing on math-verify's own test pairs (written by others)."""
     assert rm.math_reward(completion, ref) == float(ok)
+
+
+@pytest.mark.parametrize("completion,ref,ok", [
+    ("\\boxed{1, 2}", "\\boxed{1}\\boxed{2}", True),          # one box per element in the reference
+    ("\\boxed{2}", "\\boxed{1}\\boxed{2}", False),
+    ("\\boxed{32349}", "So the answer is: \\[ \\boxed{32349} \\]", True),  # a worked reference
+    ("\\boxed{11,\\! 111,\\! 111,\\! 100}", "11111111100", True),
+])
+def test_reference_forms(completion, ref, ok):
+    assert rm.math_reward(completion, ref) == float(ok)
+
+
+def test_math_verify_reads_what_our_extraction_cannot():
+    pytest.importorskip("math_verify")
+    # no box and no tag: math-verify's own extraction is tried when it cannot read ours
+    assert rm.math_verify_reward("The answer is $\\frac{1}{3}$ meters", "1/3") == 1.0
+    assert rm.math_verify_reward("The answer is either 6 or 9.", "6") == 0.0

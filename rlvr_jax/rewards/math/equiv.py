@@ -256,6 +256,24 @@ def _choice_equal(a: str, b: str) -> bool | None:
     return None
 
 
+def reference_answer(reference) -> str:
+    """The answer in a reference: itself, or for a reference with boxes (a worked solution, or
+    one box per element) the boxed answer, several boxes as one list."""
+    ref = str(reference)
+    if "\\boxed" not in ref and "\\fbox" not in ref:
+        return ref
+    from rlvr_jax.rewards.math.extract import extract_boxed
+    boxes = [b.strip() for b in extract_boxed(ref)]
+    if not boxes:
+        return ref
+    outside = re.sub(r"\\(?:boxed|fbox)\s*\{", "", ref)
+    for b in boxes:
+        outside = outside.replace(b, "", 1)
+    if len(boxes) == 1 and not re.search(r"[A-Za-z]{2,}", outside.replace("\\quad", "")):
+        return ref  # a box with LaTeX around it: normalisation unwraps it
+    return ", ".join(boxes) if len(boxes) > 1 else boxes[0]
+
+
 def answers_equivalent(prediction, reference) -> bool:
     """Whether two final answers are mathematically the same (our rule verifier).
 
@@ -272,7 +290,7 @@ def answers_equivalent(prediction, reference) -> bool:
 def _answers_equivalent(prediction, reference) -> bool:
     if prediction is None or reference is None:
         return False
-    a, b = _norm.normalize_answer(prediction), _norm.normalize_answer(reference)
+    a, b = _norm.normalize_answer(prediction), _norm.normalize_answer(reference_answer(reference))
     if not a or not b:
         return False
     if a == b:

@@ -81,6 +81,7 @@ def normalize_answer(answer) -> str:
     s = str(answer).strip().replace("\u2212", "-").replace("\u2013", "-").replace("\u00d7", "\\times")
     s = unwrap_boxes(s)
     s = _MATRIX.sub(_matrix_form, s)
+    s = re.sub(r"(\d)(?:\{,\}|,)\\!\s*(?=\d{3})", r"\1,", s)  # "11,\! 111" thousands
     s = s.replace("{,}", ",").replace("\\$", " ").replace("\\%", "%").replace("\\#", "")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = re.sub(r"\\left\s*\.|\\right\s*\.", "", s)

@@ -18,11 +18,12 @@ import time
 from rlvr_jax.rewards.math import equiv as _equiv
 from rlvr_jax.rewards.math import normalize as _norm
 from rlvr_jax.rewards.math import parse as _parse
-from rlvr_jax.rewards.math.extract import extract_answer, live_boxes
+from rlvr_jax.rewards.math.extract import _answer_region, _box_spans, extract_answer, live_boxes
 
 MV_PARSE_TIMEOUT_S = 3   # per parse (reference, prediction)
 MV_VERIFY_TIMEOUT_S = 3  # per comparison
-THREAD_POOL_TIMEOUT_S = 10.0
+MV_BUDGET_S = 3.5        # no further attempt is started after this
+THREAD_POOL_TIMEOUT_S = 15.0
 
 
 def math_reward(completion: str, reference, *, fallback_last_number: bool = True,
@@ -108,20 +109,31 @@ def _math_verify_core(completion: str, reference) -> float:
     mv = _import_math_verify()
     pred = _prediction(completion, reference)
     if pred is None or reference is None:
-        return 0.0
+        return 0.0  # no committed answer: nothing, negated, alternatives, retracted
     a, b = _norm.normalize_answer(pred), _norm.normalize_answer(reference)
-    if not a or not b or max(len(a), len(b)) > _parse.MAX_ANSWER_CHARS:
+    if not a or not b:
         return 0.0
-    if _rule_decides(a, b):
+    short = max(len(a), len(b)) <= _parse.MAX_ANSWER_CHARS
+    if short and _rule_decides(a, b):
         return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
-    a, b = _norm.split_unit(a)[0], _norm.split_unit(b)[0]  # a unit on one side only
+    region, tagged = _answer_region(completion)
+    preds = [f"${_to_latex(_norm.split_unit(a)[0])}$"] if len(a) <= _parse.MAX_ANSWER_CHARS else []
+    if not tagged and not _box_spans(region):
+        preds.append(region[-4000:])  # no box and no tag: also math-verify's own extraction
+    start = time.monotonic()
     with _outer_alarm_kept():
         try:
-            gold = mv.parse(f"${_to_latex(b)}$", parsing_timeout=MV_PARSE_TIMEOUT_S)
-            got = mv.parse(f"${_to_latex(a)}$", parsing_timeout=MV_PARSE_TIMEOUT_S)
-            if not gold or not got:
-                return 0.0
-            return 1.0 if mv.verify(gold, got, timeout_seconds=MV_VERIFY_TIMEOUT_S) else 0.0
+            gold = mv.parse(f"${_to_latex(_norm.split_unit(b)[0])}$",
+                            parsing_timeout=MV_PARSE_TIMEOUT_S) if short else []
+            if not gold and time.monotonic() - start < 1.0:  # e.g. a reference that is a solution
+                gold = mv.parse(str(reference)[-4000:], parsing_timeout=MV_PARSE_TIMEOUT_S)
+            for text in preds:  # the region only when math-verify cannot read our answer
+                if not gold or time.monotonic() - start > MV_BUDGET_S:
+                    break
+                got = mv.parse(text, parsing_timeout=MV_PARSE_TIMEOUT_S)
+                if got:
+                    return 1.0 if mv.verify(gold, got, timeout_seconds=MV_VERIFY_TIMEOUT_S) else 0.0
+            return 0.0
         except Exception:  # noqa: BLE001 - math-verify's TimeoutException and parse failures
             return 0.0
 
