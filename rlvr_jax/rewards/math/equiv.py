@@ -257,8 +257,9 @@ def _choice_equal(a: str, b: str) -> bool | None:
 
 
 def reference_answer(reference) -> str:
-    """The answer in a reference: itself, or for a reference with boxes (a worked solution, or
-    one box per element) the boxed answer, several boxes as one list."""
+    """The answer in a reference: itself, or for a reference with boxes the boxed answer —
+    several boxes separated only by punctuation, ``and`` or spacing form one list; in a worked
+    solution (prose around the boxes) the last box counts."""
     ref = str(reference)
     if "\\boxed" not in ref and "\\fbox" not in ref:
         return ref
@@ -269,9 +270,10 @@ def reference_answer(reference) -> str:
     outside = re.sub(r"\\(?:boxed|fbox)\s*\{", "", ref)
     for b in boxes:
         outside = outside.replace(b, "", 1)
-    if len(boxes) == 1 and not re.search(r"[A-Za-z]{2,}", outside.replace("\\quad", "")):
+    prose = re.search(r"[A-Za-z]{2,}", re.sub(r"\\[a-zA-Z]+|\band\b", "", outside))
+    if len(boxes) == 1 and not prose:
         return ref  # a box with LaTeX around it: normalisation unwraps it
-    return ", ".join(boxes) if len(boxes) > 1 else boxes[0]
+    return ", ".join(boxes) if len(boxes) > 1 and not prose else boxes[-1]
 
 
 def answers_equivalent(prediction, reference) -> bool:
