@@ -40,6 +40,8 @@ def box(s):
     ("25\\%", "0.25\\%", False), ("35\\%", "35", True), ("35\\%", "0.35", True),   # percent
     ("3 hours", "3 minutes", False), ("3 hours", "180 minutes", True),           # units
     ("1001", "1,001", True), ("1001", "1.001", False),
+    ("\\sec^2(y)", "\\tan^2(y)+1", True), ("\\sin(x^2)", "\\sin^2 x", False),  # functions
+    ("\\frac{\\pi}{4}", "\\arctan 1", True),
 ])
 def test_hard_classes(ref, cand, ok):
     assert rm.math_reward(box(cand), ref) == float(ok)

@@ -48,8 +48,10 @@ def _command_arg(s: str, i: int) -> tuple[str, int]:
     raise ParseError("missing argument")
 
 
-_COMMANDS = {"cdot": "*", "times": "*", "div": "/", "pi": "pi", "infty": "inf", "ln": "ln",
-             "log": "log", "sin": "sin", "cos": "cos", "tan": "tan", "exp": "exp", "e": "e"}
+_FUNC_NAMES = ("sqrt", "ln", "log", "sin", "cos", "tan", "sec", "csc", "cot", "arcsin", "arccos",
+               "arctan", "sinh", "cosh", "tanh", "exp")
+_COMMANDS = {"cdot": "*", "times": "*", "div": "/", "pi": "pi", "infty": "inf", "e": "e",
+             **{f: f for f in _FUNC_NAMES if f != "sqrt"}}
 
 
 def latex_to_plain(s: str) -> str:
@@ -91,7 +93,7 @@ def latex_to_plain(s: str) -> str:
 
 _TOKEN = re.compile(r"\s*(?:((?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+(?![\d.]))?)|([a-zA-Z]+)"
                     r"|(\*\*|[-+*/^()%!]))")
-_FUNCS = {"sqrt", "ln", "log", "sin", "cos", "tan", "exp"}
+_FUNCS = set(_FUNC_NAMES)
 _CONSTS = {"pi", "inf", "e"}
 
 
@@ -189,6 +191,10 @@ class _Parser:
         if kind == "name":
             if val in _CONSTS:
                 return ("const", val)
+            if self.peek() == ("op", "^"):  # \sin^2 x = (\sin x)^2
+                self.take()
+                exponent = self.postfix()
+                return ("^", ("call", val, self.power()), exponent)
             return ("call", val, self.power())
         if (kind, val) == ("op", "("):
             node = self.expr()
@@ -229,7 +235,10 @@ def strip_percent(node):
 
 _CONST_VALUES = {"pi": _pymath.pi, "e": _pymath.e, "inf": _pymath.inf}
 _FUNC_VALUES = {"sqrt": cmath.sqrt, "ln": cmath.log, "log": cmath.log, "sin": cmath.sin,
-                "cos": cmath.cos, "tan": cmath.tan, "exp": cmath.exp}
+                "cos": cmath.cos, "tan": cmath.tan, "sec": lambda z: 1 / cmath.cos(z),
+                "csc": lambda z: 1 / cmath.sin(z), "cot": lambda z: 1 / cmath.tan(z),
+                "arcsin": cmath.asin, "arccos": cmath.acos, "arctan": cmath.atan,
+                "sinh": cmath.sinh, "cosh": cmath.cosh, "tanh": cmath.tanh, "exp": cmath.exp}
 
 
 def _exact_root(q: Fraction, n: int) -> Fraction | None:
