@@ -63,9 +63,6 @@ def _expand_pm(s: str) -> list[str]:
     return [f"{a}+({b})", f"{a}-({b})"] if a else [b, f"-({b})"]
 
 
-_REL = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
-
-
 def _inequality(s: str):
     """``a < x <= b`` / ``x > 3`` / ``3 \\le x`` → an interval structure, else ``None``."""
     t = re.sub(r"\\(?:leqslant|leq|le)(?![a-zA-Z])|≤", "<=", s)

@@ -15,7 +15,6 @@ _ANSWER_PHRASE = re.compile(
     r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)\s*(?::\s*)?", re.IGNORECASE)
 _UNIT_WORDS = (r"(?:\s*(?:\\text\{\s*)?(?:seconds?|minutes?|hours?|days?|weeks?|years?|cm|mm|km|m|"
                r"meters?|inches|inch|feet|foot|miles?|kg|g|grams?|dollars?|cents?|degrees?)\b\}?)?")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|-?\.\d+%?")
 _NUMBER_UNIT = re.compile(r"(?<![A-Za-z_])(?:-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|-?\.\d+%?)" + _UNIT_WORDS)
 _NEGATION = re.compile(r"(?:\bnot|n't|cannot|\bnever|\bneither|\bnor|\\neq?|≠|!=)\s*(?:equal\s+to\s+|be\s+)?"
                        r"\$?\s*$", re.IGNORECASE)
