@@ -219,11 +219,6 @@ def variables(node) -> set[str]:
     return set().union(*[variables(c) for c in node[1:] if isinstance(c, tuple)])
 
 
-def has_percent(node) -> bool:
-    """Whether the AST contains a ``%``."""
-    return node[0] == "%" or any(has_percent(c) for c in node[1:] if isinstance(c, tuple))
-
-
 def strip_percent(node):
     """``p%`` → ``p`` at the top of an AST (``None`` when the top node is not a percentage)."""
     if node[0] == "%":
