@@ -82,6 +82,7 @@ def test_labelled_sets_have_no_mistakes():
     "\\boxed{" * 20000, "\\boxed{5 " + "ab " * 120 + "1}", "\\boxed{10^{100000}}",
     "\\boxed{(10^{1000})!}", "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "the answer is " + "1 or " * 5000,
     "\\boxed{0.\\overline{" + "9" * 390 + "}}", "\\boxed{5} wait " * 3000, "1 " * 50000,
+    "\\(" * 10000, "x \\[" * 8000,
 ])
 def test_pathological_input_is_bounded(completion):
     start = time.monotonic()

@@ -100,8 +100,9 @@ def _from_phrase(text: str) -> str | None:
     return ans or ""
 
 
-_MATH_SPAN = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)"
-                        r"|\\\[(.+?)\\\]", re.DOTALL)
+_MATH_SPAN = re.compile(  # bounded span length: linear scanning of unclosed delimiters
+    r"(?<!\\)\$\$(.{1,1000}?)(?<!\\)\$\$|(?<!\\)\$(.{1,1000}?)(?<!\\)\$|\\\((.{1,1000}?)\\\)"
+    r"|\\\[(.{1,1000}?)\\\]", re.DOTALL)
 
 
 def _negated_or_alternative(text: str, start: int, end: int) -> bool:
