@@ -28,7 +28,8 @@ EXTRAS = {
 # The tests also exercise every optional extra.
 EXTRAS["test"] = sorted(set(
     ["chex>=0.1.92", "pytest>=9.0", "pytest-timeout>=2.4", "torch==2.13.0", "transformers>=5.0",
-     "nbformat>=5.10", "nbclient>=0.10", "ipykernel>=6.29", "pytest-xdist>=3.5"]
+     "nbformat>=5.10", "nbclient>=0.10", "ipykernel>=6.29", "pytest-xdist>=3.5",
+     "hypothesis>=6.100"]
     + EXTRAS["math"] + EXTRAS["parquet"] + EXTRAS["tfds"] + EXTRAS["viz"]))
 
 setup(

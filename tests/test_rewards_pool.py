@@ -101,16 +101,17 @@ def test_code_reward_through_pool():
 
 
 def test_math_verify_timeout_enforced_by_pool():
-    """math-verify runs with its SIGALRM timer off; a power tower makes sympy hang and the
-    pool, not math-verify, ends it."""
+    """math-verify keeps its SIGALRM timer on (a pool worker runs it on its main thread): a
+    power tower that makes sympy hang ends with reward 0 within its timeouts, and the pool's
+    timeout stays the backstop."""
     pytest.importorskip("math_verify")
     from rlvr_jax.rewards.math import math_verify_reward
-    with RewardPool(math_verify_reward, num_workers=1, timeout_s=5.0,
+    with RewardPool(math_verify_reward, num_workers=1, timeout_s=12.0,
                     preload=("math_verify",)) as p:
         rewards, info = p.score(["so $\\boxed{\\frac{1}{2}}$", "$\\boxed{3}$"], ["0.5", "0.5"])
         np.testing.assert_array_equal(rewards, [1, 0])
         assert info["errors"] == 0  # no SIGALRM / main-thread error inside the worker
         start = time.monotonic()
         rewards, info = p.score(["$\\boxed{9^{9^{9^{9}}}}$"], ["7"])
-        assert rewards[0] == 0 and info["timeouts"] == 1
+        assert rewards[0] == 0 and info["errors"] == 0
         assert time.monotonic() - start < 15.0

@@ -2,7 +2,8 @@
 
 A pair is ``{"reference", "candidate", "equivalent": bool, "category"}``. Each
 verifier sees the candidate as a completion ``"... $\\boxed{candidate}$."`` so that
-extraction and equivalence are audited together, through a
+extraction and equivalence are audited together (a pair with ``"completion": true`` gives
+the whole response instead, for extraction cases such as ``<think>`` vs ``<answer>``), through a
 :class:`~rlvr_jax.rewards.pool.RewardPool` (timeouts and crashes count as "not
 equivalent" and are reported).
 """
@@ -25,7 +26,8 @@ def load_pairs(path: str) -> list[dict]:
                 continue
             row = json.loads(line)
             missing = {"reference", "candidate", "equivalent", "category"} - set(row)
-            if missing or not isinstance(row["equivalent"], bool):
+            if missing or not isinstance(row["equivalent"], bool) or not isinstance(
+                    row.get("completion", False), bool):
                 raise ValueError(f"{path}:{n}: bad pair (missing {sorted(missing)} or non-bool label)")
             pairs.append(row)
     if not pairs:
@@ -34,7 +36,13 @@ def load_pairs(path: str) -> list[dict]:
 
 
 def as_completion(candidate: str) -> str:
+    """The completion a verifier sees for a candidate answer: it boxed, in a sentence."""
     return f"So the final answer is $\\boxed{{{candidate}}}$."
+
+
+def pair_completion(pair: dict) -> str:
+    """The completion of a labelled pair: the candidate itself when ``pair["completion"]``."""
+    return pair["candidate"] if pair.get("completion") else as_completion(pair["candidate"])
 
 
 def audit(pairs: list[dict], verifier, *, num_workers: int = 2, timeout_s: float = 10.0,
@@ -44,7 +52,7 @@ def audit(pairs: list[dict], verifier, *, num_workers: int = 2, timeout_s: float
     Returns ``{"fn_rate", "fp_rate", "accuracy", "n_pos", "n_neg", "errors", "timeouts",
     "by_category": {cat: {"fn", "fp", "n"}}, "mistakes": [pair + "verdict"]}``.
     """
-    comps = [as_completion(p["candidate"]) for p in pairs]
+    comps = [pair_completion(p) for p in pairs]
     refs = [p["reference"] for p in pairs]
     with RewardPool(verifier, num_workers=num_workers, timeout_s=timeout_s,
                     preload=preload) as pool:
@@ -90,6 +98,8 @@ def markdown_report(results: dict[str, dict]) -> str:
         lines.append(f"| {cat} | {c['n']} | " + " | ".join(cells) + " |")
     for name, r in results.items():
         lines += ["", f"Mistakes of `{name}`:", ""]
+        if not r["mistakes"]:
+            lines.append("- none")
         for m in r["mistakes"]:
             kind = "FP" if m["verdict"] else "FN"
             lines.append(f"- {kind} `{m['candidate']}` vs `{m['reference']}` ({m['category']})")

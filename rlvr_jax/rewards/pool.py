@@ -8,9 +8,9 @@ dies (segfault, ``os._exit``) scores 0 and is replaced, and a sample that runs p
 replaced. ``score`` therefore always returns, within about
 ``ceil(B / num_workers) * timeout_s`` plus restart time.
 
-This is also where math-verify gets its timeout: its own ``SIGALRM`` timer only
-works on a main thread, so :func:`rlvr_jax.rewards.math.math_verify_reward` switches
-it off and relies on the pool.
+A worker runs the verifier on its main thread, so math-verify's own ``SIGALRM`` timeouts,
+which :func:`rlvr_jax.rewards.math.math_verify_reward` keeps on, work there; the pool's
+timeout is the backstop.
 """
 from __future__ import annotations
 

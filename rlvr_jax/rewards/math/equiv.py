@@ -1,0 +1,302 @@
+"""Equivalence of two normalised answers: structure (sets, unions, intervals, tuples, matrices,
+inequalities, choice letters), then scalar values (exact where possible), units and percent.
+
+Order is ignored for sets, unions of intervals and lists of solutions; it counts for tuples,
+points, vectors and matrices. The first argument is the prediction, the second the
+reference: the percent rule is asymmetric (a bare number matches a percentage reference).
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from rlvr_jax.rewards.math import normalize as _norm
+from rlvr_jax.rewards.math import parse as _parse
+
+MAX_ITEMS = 64
+_ERRORS = (_parse.ParseError, ZeroDivisionError, OverflowError, ValueError, RecursionError,
+           KeyError, TypeError)
+
+
+def _matching(s: str) -> bool:
+    """Whether the opening bracket at s[0] closes at s[-1] (not "(1)+(2)")."""
+    depth = 0
+    for i, ch in enumerate(s):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0 and i != len(s) - 1:
+                return False
+    return depth == 0
+
+
+def split_top(s: str) -> list[str]:
+    """Split on ``,`` / ``;`` and the words ``or`` / ``and`` outside brackets and braces."""
+    parts, depth, cur, i = [], 0, [], 0
+    while i < len(s):
+        ch = s[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if depth == 0:
+            m = re.match(r"\s*(?:,|;|\s(?:or|and)\s)\s*", s[i:]) if ch in ",; " else None
+            if m:
+                parts.append("".join(cur))
+                cur = []
+                i += m.end()
+                continue
+        cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _expand_pm(s: str) -> list[str]:
+    """``a \\pm b`` → ``[a+(b), a-(b)]``; anything else → ``[s]``."""
+    if s.count("\\pm") != 1 or "\\mp" in s:
+        return [s]
+    a, b = (p.strip() for p in s.split("\\pm"))
+    if not b:
+        return [s]
+    return [f"{a}+({b})", f"{a}-({b})"] if a else [b, f"-({b})"]
+
+
+def _inequality(s: str):
+    """``a < x <= b`` / ``x > 3`` / ``3 \\le x`` → an interval structure, else ``None``."""
+    t = re.sub(r"\\(?:leqslant|leq|le)(?![a-zA-Z])|≤", "<=", s)
+    t = re.sub(r"\\(?:geqslant|geq|ge)(?![a-zA-Z])|≥", ">=", t)
+    t = re.sub(r"\\lt(?![a-zA-Z])", "<", re.sub(r"\\gt(?![a-zA-Z])", ">", t))
+    if "<" not in t and ">" not in t:
+        return None
+    op = r"\s*(<=|>=|<|>)\s*"
+    m = re.fullmatch(r"(.+?)" + op + r"([a-zA-Z])" + op + r"(.+)", t)
+    if m:
+        lo, o1, _, o2, hi = m.groups()
+        if o1[0] != o2[0]:
+            return None
+        if o1[0] == ">":
+            lo, hi, o1, o2 = hi, lo, o2, o1
+        return ("interval", "[" if "=" in o1 else "(", "]" if "=" in o2 else ")", [lo, hi])
+    m = re.fullmatch(r"([a-zA-Z])" + op + r"(.+)", t) or re.fullmatch(r"(.+?)" + op + r"([a-zA-Z])", t)
+    if not m:
+        return None
+    left, o, right = m.groups()
+    if len(left) == 1 and left.isalpha():
+        bound, upper = right, o[0] == "<"
+    else:
+        bound, upper = left, o[0] == ">"
+    if upper:
+        return ("interval", "(", "]" if "=" in o else ")", ["-\\infty", bound])
+    return ("interval", "[" if "=" in o else "(", ")", [bound, "\\infty"])
+
+
+def structure(s: str):
+    """``("union", [..])``, ``("set", [..])``, ``("interval", open, close, [..])`` (also tuples
+    and vectors), ``("matrix", rows)`` or ``("atom", s)`` for a normalised answer."""
+    s = re.sub(r"^either\s+", "", s.strip(), flags=re.IGNORECASE)
+    s = s.replace("\\varnothing", "\\emptyset")
+    if "\\cup" in s:
+        return ("union", [structure(p) for p in s.split("\\cup")])
+    if s.startswith("\\matrix{") and _matching(s[7:]):
+        rows = [[c.strip() for c in r.split("&")] for r in s[8:-1].split(";")]
+        if len(rows) == 1 or all(len(r) == 1 for r in rows):
+            cells = rows[0] if len(rows) == 1 else [r[0] for r in rows]
+            return ("interval", "(", ")", cells) if len(cells) > 1 else ("atom", cells[0])
+        return ("matrix", rows)
+    if s.startswith("{") and s.endswith("}") and _matching(s) and len(split_top(s[1:-1])) >= 2:
+        s = "\\{" + s[1:-1] + "\\}"  # "{1, 2, 3}": a set written without escapes
+    if s.startswith("\\{") and s.endswith("\\}"):
+        items = [_norm.strip_assignment(p) for p in split_top(s[2:-2])]
+        return ("set", [x for it in items for x in _expand_pm(it)])
+    if len(s) >= 2 and s[0] in "([" and s[-1] in ")]" and _matching(s):
+        inner = split_top(s[1:-1])
+        if len(inner) >= 2:
+            return ("interval", s[0], s[-1], inner)
+    items = split_top(s)
+    if len(items) >= 2:
+        items = [_norm.strip_assignment(p) for p in items]
+        return ("set", [x for it in items for x in _expand_pm(it)])
+    ineq = _inequality(s)
+    if ineq is not None:
+        return ineq
+    pm = _expand_pm(s)
+    if len(pm) == 2:
+        return ("set", pm)
+    return ("atom", s)
+
+
+def _one_to_one(xs: list, ys: list, eq) -> bool:
+    """Whether a perfect matching exists under ``eq(x, y)`` (augmenting paths, bounded size)."""
+    if len(xs) != len(ys) or len(xs) > MAX_ITEMS:
+        return False
+    cache = {}
+
+    def ok(i, j):
+        if (i, j) not in cache:
+            cache[(i, j)] = eq(xs[i], ys[j])
+        return cache[(i, j)]
+
+    owner = [-1] * len(ys)
+
+    def augment(i, seen):
+        for j in range(len(ys)):
+            if j not in seen and ok(i, j):
+                seen.add(j)
+                if owner[j] < 0 or augment(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    return all(augment(i, set()) for i in range(len(xs)))
+
+
+def structures_equal(a, b) -> bool:
+    """Equality of two :func:`structure` results (``a`` the prediction, ``b`` the reference)."""
+    if a[0] == "set" and len(a[1]) == 1:
+        a = ("atom", a[1][0])
+    if b[0] == "set" and len(b[1]) == 1:
+        b = ("atom", b[1][0])
+    if a[0] != b[0]:
+        return False
+    if a[0] == "atom":
+        return atoms_equal(a[1], b[1])
+    if a[0] == "interval":
+        return (a[1] == b[1] and a[2] == b[2] and len(a[3]) == len(b[3])
+                and all(atoms_equal(x, y) for x, y in zip(a[3], b[3])))
+    if a[0] == "matrix":
+        return ([len(r) for r in a[1]] == [len(r) for r in b[1]]
+                and all(atoms_equal(x, y) for ra, rb in zip(a[1], b[1]) for x, y in zip(ra, rb)))
+    if a[0] == "union":
+        return _one_to_one(a[1], b[1], structures_equal)
+    return _one_to_one(a[1], b[1], lambda x, y: structures_equal(structure(x), structure(y)))
+
+
+def _exact_value(node):
+    try:
+        v = _parse.evaluate(node, {})
+    except (*_ERRORS, ArithmeticError):
+        return None
+    return v if isinstance(v, Fraction) else None
+
+
+def _scalars_equal(pa, pb) -> bool:
+    """Numeric equality of two ASTs (no top-level percent), variables at three fixed points;
+    ``i`` is the imaginary unit when only one side has it or both do."""
+    vars_a, vars_b = _parse.variables(pa), _parse.variables(pb)
+    env0 = {"i": 1j} if "i" in vars_a | vars_b else {}
+    if vars_a - {"i"} != vars_b - {"i"}:
+        return False
+    names = sorted((vars_a | vars_b) - {"i"})
+    for k in range(3 if names else 1):
+        env = dict(env0, **{n: Fraction(k * 7 + j * 3 + 2, 5 + j) * (-1) ** (j + k)
+                            for j, n in enumerate(names)})
+        try:
+            if not _parse.values_close(_parse.evaluate(pa, env), _parse.evaluate(pb, env)):
+                return False
+        except _ERRORS:
+            return False
+    return True
+
+
+def _values_equal(a: str, b: str) -> bool:
+    """Scalar equality with the percent convention: ``p%`` vs ``q%`` compares ``p`` and ``q``;
+    a bare ``c`` matches a reference ``q%`` when ``c = q`` or ``c = q/100``; a prediction ``p%``
+    matches a bare reference ``r`` when ``p/100 = r`` (or ``p = r`` for ``r > 1``)."""
+    try:
+        pa, pb = _parse.parse_expr(a), _parse.parse_expr(b)
+    except _ERRORS:
+        return False
+    ta, tb = _parse.strip_percent(pa), _parse.strip_percent(pb)
+    if ta is not None and tb is not None:
+        return _scalars_equal(ta, tb)
+    if tb is not None:
+        return _scalars_equal(pa, tb) or _scalars_equal(pa, ("%", tb))
+    if ta is not None:
+        if _scalars_equal(pa, pb):
+            return True
+        ref = _exact_value(pb)
+        return ref is not None and ref > 1 and _scalars_equal(ta, pb)
+    return _scalars_equal(pa, pb)
+
+
+def atoms_equal(a: str, b: str) -> bool:
+    """Equality of two scalar answers (``a`` prediction, ``b`` reference), units included:
+    a unit on one side only is ignored; two units must agree or convert exactly."""
+    if a == b:
+        return True
+    a_val, a_unit = _norm.split_unit(a)
+    b_val, b_unit = _norm.split_unit(b)
+    scale = None
+    if a_unit and b_unit and a_unit != b_unit:
+        fa, fb = _norm.unit_factor(a_unit), _norm.unit_factor(b_unit)
+        if fa is None or fb is None or fa[0] != fb[0]:
+            return False
+        scale = fa[1] / fb[1]
+    if a_val.lower() == b_val.lower() and scale is None:
+        return True
+    if scale is not None:
+        a_val = f"({a_val})*({scale.numerator}/{scale.denominator})"
+    return _values_equal(a_val, b_val)
+
+
+def _choice_equal(a: str, b: str) -> bool | None:
+    """Answer-choice letters: ``None`` when neither side is a choice."""
+    ca, cb = _norm.split_choice(a), _norm.split_choice(b)
+    if cb is not None and (ca is not None or not cb[1]):
+        return ca is not None and ca[0] == cb[0] or (ca is None and a.lower() == b.lower())
+    if cb is not None:
+        return structures_equal(structure(a), structure(cb[1]))
+    if ca is not None and ca[1]:
+        return structures_equal(structure(ca[1]), structure(b))
+    return None
+
+
+def reference_answer(reference) -> str:
+    """The answer in a reference: itself, or for a reference with boxes the boxed answer —
+    several boxes separated only by punctuation, ``and`` or spacing form one list; in a worked
+    solution (prose around the boxes) the last box counts."""
+    ref = str(reference)
+    if "\\boxed" not in ref and "\\fbox" not in ref:
+        return ref
+    from rlvr_jax.rewards.math.extract import extract_boxed
+    boxes = [b.strip() for b in extract_boxed(ref)]
+    if not boxes:
+        return ref
+    outside = re.sub(r"\\(?:boxed|fbox)\s*\{", "", ref)
+    for b in boxes:
+        outside = outside.replace(b, "", 1)
+    prose = re.search(r"[A-Za-z]{2,}", re.sub(r"\\[a-zA-Z]+|\band\b", "", outside))
+    if len(boxes) == 1 and not prose:
+        return ref  # a box with LaTeX around it: normalisation unwraps it
+    return ", ".join(boxes) if len(boxes) > 1 and not prose else boxes[-1]
+
+
+def answers_equivalent(prediction, reference) -> bool:
+    """Whether two final answers are mathematically the same (our rule verifier).
+
+    Args:
+      prediction: an extracted answer string (``None`` → False).
+      reference: the reference answer (str, int, float or Fraction).
+    """
+    try:
+        return _answers_equivalent(prediction, reference)
+    except (ValueError, ArithmeticError, RecursionError, MemoryError):
+        return False  # malformed or oversized input is no match, never an exception
+
+
+def _answers_equivalent(prediction, reference) -> bool:
+    if prediction is None or reference is None:
+        return False
+    a, b = _norm.normalize_answer(prediction), _norm.normalize_answer(reference_answer(reference))
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    if len(a) > _parse.MAX_ANSWER_CHARS or len(b) > _parse.MAX_ANSWER_CHARS:
+        return False
+    choice = _choice_equal(a, b)
+    if choice is not None:
+        return choice
+    return structures_equal(structure(a), structure(b))

@@ -1,0 +1,204 @@
+"""The two math verifiers, ``(completion, reference) -> float``, and :func:`get_math_verifier`.
+
+``math_verify_reward`` shares our extraction (``<answer>`` over ``<think>``, retractions,
+negations, several boxes) and normalisation with ``math_reward``, keeps the answer-choice,
+unit, percent and decimal-approximation conventions of the rule verifier, and leaves the
+rest of the equivalence to math-verify, whose own timeouts stay on: on the main thread they
+use ``SIGALRM``; from any other thread the call runs in a one-worker
+:class:`~rlvr_jax.rewards.pool.RewardPool` (main thread there, plus a kill deadline).
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import threading
+import time
+
+from rlvr_jax.rewards.math import equiv as _equiv
+from rlvr_jax.rewards.math import normalize as _norm
+from rlvr_jax.rewards.math import parse as _parse
+from rlvr_jax.rewards.math.extract import _answer_region, _box_spans, extract_answer, live_boxes
+
+MV_PARSE_TIMEOUT_S = 3   # per parse (reference, prediction)
+MV_VERIFY_TIMEOUT_S = 3  # per comparison
+MV_BUDGET_S = 3.5        # no further attempt is started after this
+THREAD_POOL_TIMEOUT_S = 15.0
+
+
+def math_reward(completion: str, reference, *, fallback_last_number: bool = True,
+                several_boxed: str = "reject") -> float:
+    """1.0 when the completion's final answer equals ``reference``, else 0.0 (rule verifier).
+
+    See :func:`extract_answer` for the extraction order and :func:`answers_equivalent`
+    for equivalence.
+    """
+    pred = _prediction(completion, reference, fallback_last_number=fallback_last_number,
+                       several_boxed=several_boxed)
+    return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
+
+
+def _prediction(completion: str, reference, **kw) -> str | None:
+    """:func:`extract_answer`; several live boxes that disagree count as one list answer only
+    when the reference is a list (each solution boxed separately), else as no answer."""
+    pred = extract_answer(completion, **kw)
+    if pred is None and kw.get("several_boxed", "reject") == "reject" and reference is not None:
+        boxes = live_boxes(completion)
+        if len(boxes) >= 2:
+            try:
+                ref = _equiv.structure(_norm.normalize_answer(reference))
+            except (ValueError, RecursionError):
+                return None
+            if ref[0] == "set" and len(ref[1]) == len(boxes):
+                return ", ".join(boxes)
+    return pred
+
+
+# --------------------------------------------------------------------------- math-verify
+
+def math_verify_available() -> bool:
+    """Whether the optional ``math-verify`` package can be imported."""
+    try:
+        import math_verify  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _import_math_verify():
+    try:
+        import math_verify
+    except ImportError as e:
+        raise ImportError(
+            "math_verify_reward needs the optional 'math-verify' package: "
+            "pip install 'rlvr_jax[math]' (or math-verify==0.9.0); "
+            "math_reward is the dependency-free rule verifier.") from e
+    import logging
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    return math_verify
+
+
+def _to_latex(s: str) -> str:
+    """A normalised answer in LaTeX that math-verify reads (matrices back to ``pmatrix``,
+    ``1.2e-3`` → ``1.2\\times10^{-3}``)."""
+    s = re.sub(r"\\matrix\{(.*)\}$", lambda m: "\\begin{pmatrix}" + m.group(1).replace(
+        ";", "\\\\").replace("&", " & ") + "\\end{pmatrix}", s)
+    s = re.sub(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([-+]?\d+)(?![\w.])", r"\1\\times10^{\2}", s)
+    return s.replace("%", "\\%")
+
+
+def _rule_decides(a: str, b: str) -> bool:
+    """Whether the rule verifier's conventions decide this pair: answer-choice letters, a unit
+    on both sides, a percentage, or a decimal approximation of a non-terminating value."""
+    if _norm.split_choice(a) or _norm.split_choice(b):
+        return True
+    if _norm.split_unit(a)[1] and _norm.split_unit(b)[1]:
+        return True
+    if a.rstrip().endswith("%") or b.rstrip().endswith("%"):
+        return True
+    if re.search(r"\d\.\d", a) and "," not in a + b:
+        try:
+            pa, pb = _parse.parse_expr(a), _parse.parse_expr(b)
+            return not (_parse.variables(pa) or _parse.variables(pb))
+        except (_parse.ParseError, ValueError, RecursionError):
+            return False
+    return False
+
+
+def _math_verify_core(completion: str, reference) -> float:
+    mv = _import_math_verify()
+    pred = _prediction(completion, reference)
+    if pred is None or reference is None:
+        return 0.0  # no committed answer: nothing, negated, alternatives, retracted
+    a, b = _norm.normalize_answer(pred), _norm.normalize_answer(reference)
+    if not a or not b:
+        return 0.0
+    short = max(len(a), len(b)) <= _parse.MAX_ANSWER_CHARS
+    if short and _rule_decides(a, b):
+        return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
+    region, tagged = _answer_region(completion)
+    preds = [f"${_to_latex(_norm.split_unit(a)[0])}$"] if len(a) <= _parse.MAX_ANSWER_CHARS else []
+    if not tagged and not _box_spans(region):
+        preds.append(region[-4000:])  # no box and no tag: also math-verify's own extraction
+    start = time.monotonic()
+    with _outer_alarm_kept():
+        try:
+            gold = mv.parse(f"${_to_latex(_norm.split_unit(b)[0])}$",
+                            parsing_timeout=MV_PARSE_TIMEOUT_S) if short else []
+            if not gold and time.monotonic() - start < 1.0:  # e.g. a reference that is a solution
+                gold = mv.parse(str(reference)[-4000:], parsing_timeout=MV_PARSE_TIMEOUT_S)
+            for text in preds:  # the region only when math-verify cannot read our answer
+                if not gold or time.monotonic() - start > MV_BUDGET_S:
+                    break
+                got = mv.parse(text, parsing_timeout=MV_PARSE_TIMEOUT_S)
+                if got:
+                    return 1.0 if mv.verify(gold, got, timeout_seconds=MV_VERIFY_TIMEOUT_S) else 0.0
+            return 0.0
+        except Exception:  # noqa: BLE001 - math-verify's TimeoutException and parse failures
+            return 0.0
+
+
+@contextlib.contextmanager
+def _outer_alarm_kept():
+    """math-verify cancels any ``SIGALRM`` timer when its own ends; re-arm a caller's timer
+    (e.g. pytest-timeout) with the time it had left."""
+    left, _ = signal.getitimer(signal.ITIMER_REAL)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, left - (time.monotonic() - start)))
+
+
+_THREAD_POOL = None
+_THREAD_POOL_LOCK = threading.Lock()
+
+
+def _score_off_main_thread(completion: str, reference) -> float:
+    """math-verify from a non-main thread: one call in a helper process, whose main thread
+    keeps math-verify's ``SIGALRM`` timeouts, killed after :data:`THREAD_POOL_TIMEOUT_S`."""
+    global _THREAD_POOL
+    from rlvr_jax.rewards.pool import RewardPool
+    with _THREAD_POOL_LOCK:
+        if _THREAD_POOL is None:
+            import atexit
+            _THREAD_POOL = RewardPool(_math_verify_core, num_workers=1,
+                                      timeout_s=THREAD_POOL_TIMEOUT_S, preload=("math_verify",))
+            atexit.register(_THREAD_POOL.close)
+        rewards, _ = _THREAD_POOL.score([completion], [reference])
+    return float(rewards[0])
+
+
+def math_verify_reward(completion: str, reference) -> float:
+    """1.0 when ``math-verify`` judges the completion's final answer equal to ``reference``.
+
+    The answer is extracted and normalised as in :func:`math_reward`; answer-choice letters,
+    units on both sides, percentages and decimal approximations follow the rule verifier's
+    conventions; the rest is math-verify's ``parse``/``verify`` with its timeouts on (3 s per
+    parse and per comparison). Off the main thread the call runs in a helper process.
+    """
+    if not isinstance(completion, str):
+        raise ValueError(f"completion must be a str, got {type(completion).__name__}")
+    if threading.current_thread() is not threading.main_thread():
+        _import_math_verify()
+        return _score_off_main_thread(completion, reference)
+    return _math_verify_core(completion, reference)
+
+
+def get_math_verifier(name: str = "rule"):
+    """``"rule"`` → :func:`math_reward`; ``"math_verify"`` → :func:`math_verify_reward`
+    (ImportError with install hint when missing); ``"auto"`` → math-verify when installed,
+    else the rule verifier (with a warning)."""
+    if name == "rule":
+        return math_reward
+    if name == "math_verify":
+        _import_math_verify()
+        return math_verify_reward
+    if name == "auto":
+        if math_verify_available():
+            return math_verify_reward
+        import warnings
+        warnings.warn("math-verify is not installed; using the rule verifier (math_reward).")
+        return math_reward
+    raise ValueError(f"unknown math verifier {name!r}; expected 'rule', 'math_verify' or 'auto'")
