@@ -181,6 +181,52 @@ def test_chunked_logprobs_gradient_matches_naive():
         np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("length,chunk,plan", [(159, 128, (2, 80)), (128, 128, (1, 128)),
+                                               (16, 128, (1, 16)), (10, 4, (3, 4)),
+                                               (512, 128, (4, 128)), (1, 7, (1, 1))])
+def test_chunk_plan_is_equal_chunks_without_padding(length, chunk, plan):
+    n, c = models.logprobs.chunk_plan(length, chunk)
+    assert (n, c) == plan
+    assert c <= chunk and n * c >= length and n * c - length < n
+
+
+def test_chunked_logprobs_gradient_with_an_overlapping_last_chunk():
+    """T = 10 in chunks of 4: the last chunk [6, 10) overlaps [4, 8); no position counts twice."""
+    rng = np.random.default_rng(7)
+    hidden = jnp.asarray(rng.normal(size=(2, 10, 8)), jnp.float32)
+    head = jnp.asarray(rng.normal(size=(8, 30)), jnp.float32)
+    targets = jnp.asarray(rng.integers(0, 30, (2, 10)), jnp.int32)
+    weights = jnp.asarray(rng.normal(size=(2, 10)), jnp.float32)
+
+    def chunked(h, w):
+        logp, ent = models.chunked_logprobs(h, targets, w, chunk_size=4, with_entropy=True)
+        return jnp.sum(weights * (logp + ent))
+
+    def naive(h, w):
+        logp = jax.nn.log_softmax(h @ w, axis=-1)
+        ent = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+        return jnp.sum(weights * (jnp.take_along_axis(logp, targets[..., None], -1)[..., 0] + ent))
+
+    np.testing.assert_allclose(chunked(hidden, head), naive(hidden, head), rtol=1e-5)
+    for a, b in zip(jax.grad(chunked, (0, 1))(hidden, head), jax.grad(naive, (0, 1))(hidden, head)):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_completion_logprobs_equal_the_tail_of_sequence_logprobs(tiny_config, tiny_params):
+    rng = np.random.default_rng(8)
+    tokens = jnp.asarray(rng.integers(1, tiny_config.vocab_size, (3, 12)), jnp.int32)
+    mask = jnp.asarray(np.arange(12)[None, :] >= np.array([[0], [2], [5]]), jnp.int32)
+    full, full_ent = models.sequence_logprobs(tiny_params, tokens, mask, config=tiny_config,
+                                              temperature=0.8, with_entropy=True)
+    logp, ent = models.completion_logprobs(tiny_params, tokens, mask, 5, config=tiny_config,
+                                           temperature=0.8, chunk_size=2, with_entropy=True)
+    assert logp.shape == (3, 5)
+    np.testing.assert_allclose(logp, full[:, -5:], atol=1e-5)
+    np.testing.assert_allclose(ent, full_ent[:, -5:], atol=1e-5)
+    with pytest.raises(ValueError, match="num_new"):
+        models.completion_logprobs(tiny_params, tokens, mask, 12, config=tiny_config)
+
+
 def test_chunked_logprobs_never_materialise_full_logits():
     """The compiled program holds one chunk of logits, not [B, T, V]."""
     b, t, d, v = 2, 256, 8, 4096
