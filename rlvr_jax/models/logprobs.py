@@ -19,17 +19,21 @@ from rlvr_jax.models.config import ModelConfig
 def _chunk_stats(hidden, targets, head, temperature, with_entropy):
     """Log-prob of `targets` and entropy for one chunk. hidden [B, C, D], targets [B, C].
 
-    The entropy reuses the chunk's log-normaliser: `H = logz − Σ_v p_v z_v`.
+    One pass of exponentials serves both: with e = exp(z − max z) and s = Σ_v e_v,
+    logz = max z + log s and H = logz − Σ_v e_v z_v / s.
     """
     logits = jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
-    logits = logits / temperature
-    logz = jax.nn.logsumexp(logits, axis=-1)
+    if temperature != 1.0:
+        logits = logits / temperature
+    top = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    e = jnp.exp(logits - top)
+    s = jnp.sum(e, axis=-1)
+    logz = top[..., 0] + jnp.log(s)
     chosen = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
     logp = chosen - logz
     if not with_entropy:
         return logp, jnp.zeros_like(logp)
-    p = jnp.exp(logits - logz[..., None])
-    return logp, logz - jnp.sum(p * logits, axis=-1)
+    return logp, logz - jnp.sum(e * logits, axis=-1) / s
 
 
 def chunk_plan(length: int, chunk_size: int) -> Tuple[int, int]:
