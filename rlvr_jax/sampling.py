@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax.models import transformer
+from rlvr_jax.models import decoding
 from rlvr_jax.models.config import ModelConfig
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
@@ -325,14 +325,43 @@ def _cache_phases(tp: int, n: int, window: int) -> Tuple[int, ...]:
     return tuple(sizes)
 
 
-def _grow_cache(cache, size):
-    """Pads the cache's slot axis with empty slots up to `size`."""
-    extra = size - cache["mask"].shape[1]
-    if extra == 0:
-        return cache
-    kv_pad = ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0))
-    return {"k": jnp.pad(cache["k"], kv_pad), "v": jnp.pad(cache["v"], kv_pad),
-            "mask": jnp.pad(cache["mask"], ((0, 0), (0, extra))), "index": cache["index"]}
+def decode_step(prepared, state, step_key, *, model_config: ModelConfig,
+                sampling_config: SamplingConfig):
+    """One iteration of `generate`'s decode loop: feed token t - 1, sample token t.
+
+    Args:
+      prepared: `models.decoding.prepare_params(params, model_config)`.
+      state: (t int32 scalar, cache (`decoding.init_cache` layout, B rows), token [B] int32
+        fed this step, done [B] bool, tokens [B, N] int32, logprobs [B, N] float32,
+        mask [B, N] int32).
+      step_key: PRNG key; step t samples with `fold_in(step_key, t)`.
+
+    Returns: the next state (same structure). Rows already done are fed `pad_id`, masked
+    out of attention, and get pad / log-prob 0 / mask 0 in column t.
+    """
+    sc, mc = sampling_config, model_config
+    t, cache, tok, done, tokens, logps, masks = state
+    active = ~done
+    feed = jnp.where(active, tok, sc.pad_id)
+    logits, cache = decoding.forward(prepared, feed[:, None], config=mc, cache=cache,
+                                     attention_mask=active[:, None].astype(jnp.int32))
+    new, logp = _sample(logits[:, 0], jax.random.fold_in(step_key, t), sc)
+    new = jnp.where(active, new, sc.pad_id)
+    logp = jnp.where(active, logp, 0.0)
+    tokens = jax.lax.dynamic_update_slice_in_dim(tokens, new[:, None], t, axis=1)
+    logps = jax.lax.dynamic_update_slice_in_dim(logps, logp[:, None], t, axis=1)
+    masks = jax.lax.dynamic_update_slice_in_dim(
+        masks, active[:, None].astype(jnp.int32), t, axis=1)
+    done = done | _is_stop(new, sc.stop_token_ids)
+    return t + 1, cache, new, done, tokens, logps, masks
+
+
+def _is_stop(tok, stop_token_ids):
+    """[B] bool: whether each token is one of `stop_token_ids`."""
+    if not stop_token_ids:
+        return jnp.zeros(tok.shape, bool)
+    stop_ids = jnp.asarray(stop_token_ids, jnp.int32)
+    return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
 
 
 def generate(
@@ -366,30 +395,25 @@ def generate(
     prompt_tokens = prompt_tokens.astype(jnp.int32)
     prompt_mask = (prompt_mask != 0).astype(jnp.int32)
     phases = _cache_phases(tp, n, sc.cache_window)
-    stop_ids = jnp.asarray(sc.stop_token_ids or (-1,), jnp.int32)
 
     def is_stop(tok):
-        if not sc.stop_token_ids:
-            return jnp.zeros(tok.shape, bool)
-        return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+        return _is_stop(tok, sc.stop_token_ids)
 
     # 1. Prefill the P prompts once into a cache of exactly Tp slots (the decode loop
-    #    grows it), and take the hidden state at each prompt's last real token.
-    cache = transformer.init_cache(mc, p, tp, dtype=sc.cache_dtype)
-    hidden, cache = transformer.forward(params, prompt_tokens, config=mc,
-                                        attention_mask=prompt_mask, cache=cache,
-                                        return_hidden=True)
+    #    grows it), and take the hidden state at each prompt's last real token. The layer
+    #    weights are sliced out of the stacked arrays once, here, not in every decode step.
+    prepared = decoding.prepare_params(params, mc)
+    cache = decoding.init_cache(mc, p, tp, dtype=sc.cache_dtype)
+    hidden, cache = decoding.forward(prepared, prompt_tokens, config=mc, cache=cache,
+                                     attention_mask=prompt_mask, return_hidden=True)
     last = jnp.argmax(prompt_mask * jnp.arange(1, tp + 1, dtype=jnp.int32)[None], axis=1)
     last_hidden = jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
-    head = transformer.head_matrix(params, mc).astype(mc.compute_dtype)
-    first_logits = jnp.einsum("bd,dv->bv", last_hidden, head, preferred_element_type=jnp.float32)
+    first_logits = decoding.logits_from_hidden(prepared, last_hidden, mc)
 
     # 2. Share the prompt cache across its G samples (row p * G + g).
     def repeat(x, axis):
         return jnp.repeat(x, g, axis=axis) if g > 1 else x
 
-    cache = {"k": repeat(cache["k"], 1), "v": repeat(cache["v"], 1),
-             "mask": repeat(cache["mask"], 0), "index": cache["index"]}
     first_logits = repeat(first_logits, 0)
     rngs = jax.random.split(rng, 2)
     tok, logp = _sample(first_logits, rngs[0], sc)
@@ -401,25 +425,12 @@ def generate(
 
     # 3. Decode: step t feeds token t - 1 (slot Tp + t - 1) and samples token t.
     def body(state):
-        t, cache, tok, done, tokens, logps, masks = state
-        active = ~done
-        feed = jnp.where(active, tok, sc.pad_id)
-        logits, cache = transformer.forward(
-            params, feed[:, None], config=mc, attention_mask=active[:, None].astype(jnp.int32),
-            cache=cache)
-        new, logp = _sample(logits[:, 0], jax.random.fold_in(step_key, t), sc)
-        new = jnp.where(active, new, sc.pad_id)
-        logp = jnp.where(active, logp, 0.0)
-        tokens = jax.lax.dynamic_update_slice_in_dim(tokens, new[:, None], t, axis=1)
-        logps = jax.lax.dynamic_update_slice_in_dim(logps, logp[:, None], t, axis=1)
-        masks = jax.lax.dynamic_update_slice_in_dim(
-            masks, active[:, None].astype(jnp.int32), t, axis=1)
-        done = done | is_stop(new)
-        return t + 1, cache, new, done, tokens, logps, masks
+        return decode_step(prepared, state, step_key, model_config=mc, sampling_config=sc)
 
     state = (jnp.ones((), jnp.int32), cache, tok, done, tokens, logps, masks)
-    for size in phases:
-        state = (state[0], _grow_cache(state[1], size)) + state[2:]
+    for i, size in enumerate(phases):
+        grown = decoding.resize_cache(state[1], size, repeats=g if i == 0 else 1)
+        state = (state[0], grown) + state[2:]
         limit = min(n, size - tp + 1)  # Steps t < limit fit in a cache of `size` slots.
 
         def cond(state, limit=limit):
