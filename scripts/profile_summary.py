@@ -37,7 +37,8 @@ def main():
             print(f"== {plane.name} / {line.name}: {total / 1e6:.2f} ms in "
                   f"{sum(count.values())} events")
             for name, ns in per_name.most_common(args.top):
-                print(f"{ns / 1e6:9.3f} ms {100 * ns / total:5.1f}% x{count[name]:6d}  {name[:110]}")
+                print(f"{ns / 1e6:9.3f} ms {100 * ns / total:5.1f}% "
+                      f"x{count[name]:6d}  {name[:110]}")
 
 
 if __name__ == "__main__":
