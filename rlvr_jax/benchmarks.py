@@ -93,6 +93,79 @@ def add_sample_parser(subparsers):
     p.set_defaults(func=sample_command)
 
 
+BENCH_SHAPE = dict(family="qwen2", vocab_size=8192, d_model=256, n_layers=4, n_heads=4,
+                   n_kv_heads=2, head_dim=64, d_ff=1024, rope_theta=1e6, norm_eps=1e-6,
+                   qkv_bias=True, tie_embeddings=True)  # The peer A/B bench model (6.03M params).
+
+
+def decode_step_cost(mc, prompts, samples, prompt_len, new_tokens, step, cache_slots=None):
+    """XLA cost_analysis of ONE `sampling.decode_step` (the decode loop's body), state donated.
+
+    The layers are unrolled in the decode path, so every layer is counted. The state is set
+    at decode step `step` (slots [0, Tp + step) valid) in a cache of `cache_slots` slots
+    (default Tp + N - 1, the single-phase loop). Returns {"flops", "bytes_accessed",
+    "minimum_bytes" (weights once + the valid K/V + one new slot + [B, V] float32 logits
+    written and read), "ratio"} with the minimum's parts.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from rlvr_jax import sampling
+    from rlvr_jax.models import decoding, transformer
+    b, n = prompts * samples, new_tokens
+    slots = cache_slots or prompt_len + new_tokens - 1
+    sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=n, num_samples=samples)
+    params = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
+    prepared = jax.eval_shape(lambda p: decoding.prepare_params(p, mc), params)
+    cache = jax.eval_shape(lambda: decoding.init_cache(mc, b, slots))
+    i32 = jax.ShapeDtypeStruct((), jnp.int32)
+    state = (i32, cache, jax.ShapeDtypeStruct((b,), jnp.int32), jax.ShapeDtypeStruct((b,), bool),
+             jax.ShapeDtypeStruct((b, n), jnp.int32), jax.ShapeDtypeStruct((b, n), jnp.float32),
+             jax.ShapeDtypeStruct((b, n), jnp.int32))
+    fn = jax.jit(lambda p, s, k: sampling.decode_step(p, s, k, model_config=mc,
+                                                      sampling_config=sc), donate_argnums=(1,))
+    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    cost = fn.lower(prepared, state, key).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    weights = sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
+                  for x in jax.tree.leaves(params))
+    kv_slot = mc.n_layers * 2 * mc.n_kv_heads * mc.head_dim * b * mc.compute_dtype.itemsize
+    logits = 2 * b * mc.vocab_size * 4
+    minimum = weights + kv_slot * (prompt_len + step) + kv_slot + logits
+    return {"flops": float(cost["flops"]), "bytes_accessed": float(cost["bytes accessed"]),
+            "minimum_bytes": minimum, "ratio": float(cost["bytes accessed"]) / minimum,
+            "weights_bytes": weights, "valid_kv_bytes": kv_slot * (prompt_len + step),
+            "logits_write_read_bytes": logits, "cache_slots": slots, "step": step}
+
+
+def decode_cost_command(args):
+    """Bytes and flops of one decode step (XLA cost_analysis) against the byte minimum."""
+    from rlvr_jax.models import presets
+    from rlvr_jax.models.config import ModelConfig
+    mc = (ModelConfig(**BENCH_SHAPE, dtype=args.dtype, param_dtype=args.dtype)
+          if args.preset == "bench" else presets.get(args.preset, dtype=args.dtype,
+                                                     param_dtype=args.dtype))
+    out = {"benchmark": "decode_cost", "preset": args.preset, "dtype": args.dtype}
+    out.update(decode_step_cost(mc, args.prompts, args.samples, args.prompt_len,
+                                args.new_tokens, args.step, args.cache_slots))
+    out.update(_device_info())
+    return out
+
+
+def add_decode_cost_parser(subparsers):
+    p = subparsers.add_parser("decode_cost", help=decode_cost_command.__doc__)
+    p.add_argument("--preset", default="bench", help="'bench' (the peer A/B model) or a preset")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--samples", type=int, default=4)
+    p.add_argument("--prompt-len", type=int, default=32)
+    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--step", type=int, default=64, help="decode step the state is set at")
+    p.add_argument("--cache-slots", type=int, default=None,
+                   help="cache size (default Tp + N - 1; smaller = a cache_window phase)")
+    p.set_defaults(func=decode_cost_command)
+
+
 def _fake_rollout(mc, prompts, samples, prompt_len, new_tokens, seed):
     """A Rollout of random tokens (every row generates exactly `new_tokens`)."""
     import jax
@@ -231,7 +304,7 @@ def add_rl_step_parser(subparsers):
     p.set_defaults(func=rl_step_command)
 
 
-COMMANDS = [add_sample_parser, add_train_parser, add_rl_step_parser]
+COMMANDS = [add_sample_parser, add_train_parser, add_rl_step_parser, add_decode_cost_parser]
 
 
 def main(argv=None):

@@ -39,8 +39,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax.models import transformer
+from rlvr_jax.models import decoding
 from rlvr_jax.models.config import ModelConfig
+# The token-drawing functions live in `token_sampling`; re-exported here.
+from rlvr_jax.token_sampling import (filter_logits, gumbel_noise, sample_tokens,  # noqa: F401
+                                     truncated_support)
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -148,82 +151,6 @@ class Rollout:
 
 # ----------------------------------------------------------------------------- one step
 
-def truncated_support(
-    logits: jax.Array, *, top_k: int = 0, top_p: float = 1.0
-) -> Tuple[jax.Array, jax.Array]:
-    """The tokens that top-k / top-p keep, most likely first.
-
-    Args:
-      logits: [B, V] float (already divided by the temperature).
-      top_k: keep the k largest logits (ties broken towards the lower token id);
-        0 = all V.
-      top_p: then keep the smallest prefix whose probability (renormalised over
-        the top-k) reaches top_p; the most likely token is always kept.
-
-    Returns:
-      (values [B, K], ids [B, K] int32) sorted by decreasing logit, with K = top_k
-      (or V); dropped entries have value -inf. This sorts only K entries when
-      top_k is set, and all V when only top_p is.
-    """
-    v = logits.shape[-1]
-    k = v if top_k <= 0 else min(top_k, v)
-    values, ids = jax.lax.top_k(logits, k)
-    if top_p < 1.0:
-        probs = jax.nn.softmax(values.astype(jnp.float32), axis=-1)
-        mass_before = jnp.cumsum(probs, axis=-1) - probs
-        keep = mass_before < top_p
-        keep = keep.at[:, 0].set(True)
-        values = jnp.where(keep, values, -jnp.inf)
-    return values, ids.astype(jnp.int32)
-
-
-def filter_logits(logits: jax.Array, *, top_k: int = 0, top_p: float = 1.0) -> jax.Array:
-    """[B, V] logits with the tokens that top-k / top-p drop set to -inf."""
-    if top_k <= 0 and top_p >= 1.0:
-        return logits
-    values, ids = truncated_support(logits, top_k=top_k, top_p=top_p)
-    rows = jnp.arange(logits.shape[0])[:, None]
-    out = jnp.full_like(logits, -jnp.inf)
-    return out.at[jnp.broadcast_to(rows, ids.shape), ids].set(values.astype(logits.dtype))
-
-
-def sample_tokens(
-    logits: jax.Array,
-    rng: jax.Array,
-    *,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    greedy: bool = False,
-) -> Tuple[jax.Array, jax.Array]:
-    """Samples one token per row and returns its untruncated log-prob.
-
-    Without truncation this is one Gumbel-max pass over V (no sort). With top-k
-    it samples among the k largest only; top-p alone needs a sort over V.
-
-    Args:
-      logits: [B, V] (any float dtype; statistics are taken in float32).
-      rng: a PRNG key.
-      temperature: > 0; the log-prob is log softmax(logits / temperature).
-      top_k, top_p: as in `truncated_support` (ignored when greedy).
-      greedy: argmax instead of sampling.
-
-    Returns:
-      (tokens [B] int32, logprobs [B] float32).
-    """
-    scaled = logits.astype(jnp.float32) / temperature
-    if greedy:
-        tokens = jnp.argmax(scaled, axis=-1).astype(jnp.int32)
-    elif top_k <= 0 and top_p >= 1.0:
-        tokens = jax.random.categorical(rng, scaled, axis=-1).astype(jnp.int32)
-    else:
-        values, ids = truncated_support(scaled, top_k=top_k, top_p=top_p)
-        choice = jax.random.categorical(rng, values, axis=-1)
-        tokens = jnp.take_along_axis(ids, choice[:, None], axis=-1)[:, 0]
-    chosen = jnp.take_along_axis(scaled, tokens[:, None], axis=-1)[:, 0]
-    return tokens, chosen - jax.nn.logsumexp(scaled, axis=-1)
-
-
 def _sample(logits, rng, sc: SamplingConfig):
     return sample_tokens(logits, rng, temperature=sc.temperature, top_k=sc.top_k,
                          top_p=sc.top_p, greedy=sc.greedy)
@@ -325,14 +252,48 @@ def _cache_phases(tp: int, n: int, window: int) -> Tuple[int, ...]:
     return tuple(sizes)
 
 
-def _grow_cache(cache, size):
-    """Pads the cache's slot axis with empty slots up to `size`."""
-    extra = size - cache["mask"].shape[1]
-    if extra == 0:
-        return cache
-    kv_pad = ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0))
-    return {"k": jnp.pad(cache["k"], kv_pad), "v": jnp.pad(cache["v"], kv_pad),
-            "mask": jnp.pad(cache["mask"], ((0, 0), (0, extra))), "index": cache["index"]}
+def decode_step(prepared, state, step_key, *, model_config: ModelConfig,
+                sampling_config: SamplingConfig):
+    """One iteration of `generate`'s decode loop: feed token t - 1, sample token t.
+
+    Args:
+      prepared: `models.decoding.prepare_params(params, model_config)`.
+      state: (t int32 scalar, cache (`decoding.init_cache` layout, B rows), token [B] int32
+        fed this step, done [B] bool, tokens [B, N] int32, logprobs [B, N] float32,
+        mask [B, N] int32).
+      step_key: PRNG key; step t samples with `fold_in(step_key, t)`.
+
+    Returns: the next state (same structure). Rows already done are fed `pad_id`, masked
+    out of attention, and get pad / log-prob 0 / mask 0 in column t.
+    """
+    sc, mc = sampling_config, model_config
+    t, cache, tok, done, tokens, logps, masks = state
+    # Tie the weights to the step counter: under a sharded (e.g. FSDP) layout, XLA would
+    # otherwise hoist every layer's weight all-gather out of the decode loop and keep the
+    # gathered weights of ALL layers alive for the whole rollout (+~0.5 GB per layer and
+    # device for an 8B model on 8 devices). A no-op on one device.
+    prepared, t = jax.lax.optimization_barrier((prepared, t))
+    active = ~done
+    feed = jnp.where(active, tok, sc.pad_id)
+    logits, cache = decoding.forward(prepared, feed[:, None], config=mc, cache=cache,
+                                     attention_mask=active[:, None].astype(jnp.int32))
+    new, logp = _sample(logits[:, 0], jax.random.fold_in(step_key, t), sc)
+    new = jnp.where(active, new, sc.pad_id)
+    logp = jnp.where(active, logp, 0.0)
+    tokens = jax.lax.dynamic_update_slice_in_dim(tokens, new[:, None], t, axis=1)
+    logps = jax.lax.dynamic_update_slice_in_dim(logps, logp[:, None], t, axis=1)
+    masks = jax.lax.dynamic_update_slice_in_dim(
+        masks, active[:, None].astype(jnp.int32), t, axis=1)
+    done = done | _is_stop(new, sc.stop_token_ids)
+    return t + 1, cache, new, done, tokens, logps, masks
+
+
+def _is_stop(tok, stop_token_ids):
+    """[B] bool: whether each token is one of `stop_token_ids`."""
+    if not stop_token_ids:
+        return jnp.zeros(tok.shape, bool)
+    stop_ids = jnp.asarray(stop_token_ids, jnp.int32)
+    return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
 
 
 def generate(
@@ -366,30 +327,25 @@ def generate(
     prompt_tokens = prompt_tokens.astype(jnp.int32)
     prompt_mask = (prompt_mask != 0).astype(jnp.int32)
     phases = _cache_phases(tp, n, sc.cache_window)
-    stop_ids = jnp.asarray(sc.stop_token_ids or (-1,), jnp.int32)
 
     def is_stop(tok):
-        if not sc.stop_token_ids:
-            return jnp.zeros(tok.shape, bool)
-        return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+        return _is_stop(tok, sc.stop_token_ids)
 
     # 1. Prefill the P prompts once into a cache of exactly Tp slots (the decode loop
-    #    grows it), and take the hidden state at each prompt's last real token.
-    cache = transformer.init_cache(mc, p, tp, dtype=sc.cache_dtype)
-    hidden, cache = transformer.forward(params, prompt_tokens, config=mc,
-                                        attention_mask=prompt_mask, cache=cache,
-                                        return_hidden=True)
+    #    grows it), and take the hidden state at each prompt's last real token. The layer
+    #    weights are sliced out of the stacked arrays once, here, not in every decode step.
+    prepared = decoding.prepare_params(params, mc)
+    cache = decoding.init_cache(mc, p, tp, dtype=sc.cache_dtype)
+    hidden, cache = decoding.forward(prepared, prompt_tokens, config=mc, cache=cache,
+                                     attention_mask=prompt_mask, return_hidden=True)
     last = jnp.argmax(prompt_mask * jnp.arange(1, tp + 1, dtype=jnp.int32)[None], axis=1)
     last_hidden = jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
-    head = transformer.head_matrix(params, mc).astype(mc.compute_dtype)
-    first_logits = jnp.einsum("bd,dv->bv", last_hidden, head, preferred_element_type=jnp.float32)
+    first_logits = decoding.logits_from_hidden(prepared, last_hidden, mc)
 
     # 2. Share the prompt cache across its G samples (row p * G + g).
     def repeat(x, axis):
         return jnp.repeat(x, g, axis=axis) if g > 1 else x
 
-    cache = {"k": repeat(cache["k"], 1), "v": repeat(cache["v"], 1),
-             "mask": repeat(cache["mask"], 0), "index": cache["index"]}
     first_logits = repeat(first_logits, 0)
     rngs = jax.random.split(rng, 2)
     tok, logp = _sample(first_logits, rngs[0], sc)
@@ -401,25 +357,12 @@ def generate(
 
     # 3. Decode: step t feeds token t - 1 (slot Tp + t - 1) and samples token t.
     def body(state):
-        t, cache, tok, done, tokens, logps, masks = state
-        active = ~done
-        feed = jnp.where(active, tok, sc.pad_id)
-        logits, cache = transformer.forward(
-            params, feed[:, None], config=mc, attention_mask=active[:, None].astype(jnp.int32),
-            cache=cache)
-        new, logp = _sample(logits[:, 0], jax.random.fold_in(step_key, t), sc)
-        new = jnp.where(active, new, sc.pad_id)
-        logp = jnp.where(active, logp, 0.0)
-        tokens = jax.lax.dynamic_update_slice_in_dim(tokens, new[:, None], t, axis=1)
-        logps = jax.lax.dynamic_update_slice_in_dim(logps, logp[:, None], t, axis=1)
-        masks = jax.lax.dynamic_update_slice_in_dim(
-            masks, active[:, None].astype(jnp.int32), t, axis=1)
-        done = done | is_stop(new)
-        return t + 1, cache, new, done, tokens, logps, masks
+        return decode_step(prepared, state, step_key, model_config=mc, sampling_config=sc)
 
     state = (jnp.ones((), jnp.int32), cache, tok, done, tokens, logps, masks)
-    for size in phases:
-        state = (state[0], _grow_cache(state[1], size)) + state[2:]
+    for i, size in enumerate(phases):
+        grown = decoding.resize_cache(state[1], size, repeats=g if i == 0 else 1)
+        state = (state[0], grown) + state[2:]
         limit = min(n, size - tp + 1)  # Steps t < limit fit in a cache of `size` slots.
 
         def cond(state, limit=limit):

@@ -257,14 +257,16 @@ def logical_to_mesh_sharding(logical_specs: Any, mesh: Mesh, rules: Rules,
         logical_specs, shapes, is_leaf=_is_spec)
 
 
-def cache_logical_axes() -> dict:
-    """Logical specs of a `models.init_cache` KV cache.
+def cache_logical_axes(n_layers: Union[int, Any]) -> dict:
+    """Logical specs of a `models.init_cache` KV cache (`n_layers`: an int or a ModelConfig).
 
-    k, v: [L, B, S, Hkv, Dh] → (layers, batch, length, kv_heads, kv);
+    k, v: L × [B, Hkv, S, Dh] → (batch, kv_heads, length, kv) each;
     mask: [B, S] → (batch, length); index: scalar, replicated.
     """
-    kv = PartitionSpec("layers", "batch", "length", "kv_heads", "kv")
-    return {"k": kv, "v": kv, "mask": PartitionSpec("batch", "length"), "index": PartitionSpec()}
+    n = n_layers if isinstance(n_layers, int) else n_layers.n_layers
+    kv = PartitionSpec("batch", "kv_heads", "length", "kv")
+    return {"k": (kv,) * n, "v": (kv,) * n, "mask": PartitionSpec("batch", "length"),
+            "index": PartitionSpec()}
 
 
 def shard_params(params: Any, logical_specs: Any, mesh: Mesh, rules: Rules) -> Any:

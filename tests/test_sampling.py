@@ -384,3 +384,22 @@ def test_batch_sharded_over_a_mesh_gives_the_same_rollout(tiny_params, tiny_conf
     assert rollout.tokens.sharding.spec == PS("data")
     np.testing.assert_array_equal(rollout.tokens, greedy_rollout.tokens)
     np.testing.assert_allclose(rollout.logprobs, greedy_rollout.logprobs, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- decode bytes
+
+DECODE_STEP_BYTES = 776_821  # Tiny model, 8 rows, 31-slot cache, CPU, jax 0.10.2 (issue 18).
+
+
+def test_decode_step_bytes_stay_near_their_minimum(tiny_config):
+    """XLA's bytes accessed by ONE decode-loop body (every layer counted).
+
+    At commit 8fd322f this step moved 1,699,374 bytes (per-layer weight copies out of the
+    stacked arrays, transposed K/V copies, a rolled Threefry loop); after issue 18, 776,821
+    (minimum 407,808: weights + valid K/V + logits). Fails if it grows past 1.1× that.
+    """
+    from rlvr_jax import benchmarks
+    cost = benchmarks.decode_step_cost(tiny_config, prompts=4, samples=2, prompt_len=8,
+                                       new_tokens=24, step=8)
+    assert cost["bytes_accessed"] <= 1.1 * DECODE_STEP_BYTES, cost
+    assert cost["bytes_accessed"] <= 2.0 * cost["minimum_bytes"], cost

@@ -265,11 +265,12 @@ def test_sharded_kv_cache_prefill_matches_single_device(cfg, params, specs, batc
     tokens, mask = batch
     mesh, rules, placed = _placed("fsdp_tp", params, specs)
     cache = models.init_cache(cfg, tokens.shape[0], 16)
-    cache_specs = sharding.cache_logical_axes()
+    cache_specs = sharding.cache_logical_axes(cfg)
     assert jax.tree.structure(cache_specs) == jax.tree.structure(cache)
     sharded_cache = sharding.shard_params(cache, cache_specs, mesh, rules)
-    # k/v: batch over fsdp (data=1), KV heads over tensor.
-    assert sharded_cache["k"].sharding.spec == P(None, ("data", "fsdp"), None, "tensor")
+    # k/v of every layer [B, Hkv, S, Dh]: batch over fsdp (data=1), KV heads over tensor.
+    for k in sharded_cache["k"]:
+        assert k.sharding.spec == P(("data", "fsdp"), "tensor")
     global_batch = sharding.make_global_batch((tokens, mask), mesh, rules=rules)
 
     def prefill(p, c, t, m):

@@ -10,18 +10,15 @@ Layers are stacked with `nn.scan` (every per-layer parameter has a leading
 carries logical axis names (`param_logical_axes`) which `rlvr_jax.sharding`
 maps onto mesh axes.
 
-KV cache. `init_cache(config, batch, max_len)` makes a fixed-size cache:
-`k`, `v` of shape [L, B, S, Hkv, Dh] in the compute dtype, `mask` [B, S]
-(1 where a real token was written) and `index` (the next slot to write, shared
-by all rows). A call with a cache writes the new tokens' keys/values at slots
-`[index, index + T)` and attends over the whole cache, causally by slot. Prefill
-(T = prompt length) and decode (T = 1) are the same code path. The stacked
-cache rides through the layer scan as part of the carry and each layer writes
-only its new [1, B, T, Hkv, Dh] block with one `dynamic_update_slice`, so a
-decode step updates the cache in place instead of rewriting it. Left-padded
-prompts are fine: padding is excluded by the mask and does not advance RoPE
-positions (the default position of a token is the number of real tokens before
-it in its row).
+KV cache. `forward(..., cache=init_cache(config, batch, max_len))` runs the
+prefill / decode path in `rlvr_jax.models.decoding`: the same math as functions
+over per-layer weights (sliced once) and a per-layer cache `k`, `v`: L ×
+[B, Hkv, S, Dh] that the attention dots read in place, so a decode step copies
+neither weights nor cache. A call writes the new tokens' keys/values at slots
+`[index, index + T)` (in place) and attends over the whole cache, causally by
+slot. Left-padded prompts are fine: padding is excluded by the mask and does not
+advance RoPE positions (the default position of a token is the number of real
+tokens before it in its row). The no-cache (training) path below is the Flax scan.
 """
 import functools
 from typing import Any, Dict, Optional, Tuple
@@ -106,17 +103,8 @@ class Attention(nn.Module):
     config: ModelConfig
 
     @nn.compact
-    def __call__(self, x, positions, q_segments, q_slots, kv_cache, kv_mask, layer, cache_index):
-        """Self-attention of x [B, T, D]; with a cache, also writes this layer's new K/V.
-
-        Args:
-          kv_cache: None, or the stacked cache {"k", "v": [L, B, S, Hkv, Dh]}.
-          kv_mask: [B, S] cache mask (new tokens already written), with a cache.
-          layer: int32 scalar, this layer's index into the stacked cache.
-          cache_index: int32 scalar, the slot of the first new token.
-
-        Returns: (out [B, T, D], updated stacked cache or None).
-        """
+    def __call__(self, x, positions, segments, slots):
+        """Self-attention of x [B, T, D] (positions, segments, slots: [B, T] int32)."""
         cfg = self.config
         dt, pdt = cfg.compute_dtype, cfg.storage_dtype
         init = nn.initializers.normal(stddev=0.02)
@@ -133,37 +121,16 @@ class Attention(nn.Module):
 
         q = nn.with_logical_constraint(proj("q", cfg.n_heads, "heads"),
                                        ("batch", "length", "heads", "kv"))
-        k = nn.with_logical_constraint(proj("k", cfg.n_kv_heads, "kv_heads"),
-                                       ("batch", "length", "kv_heads", "kv"))
-        v = nn.with_logical_constraint(proj("v", cfg.n_kv_heads, "kv_heads"),
-                                       ("batch", "length", "kv_heads", "kv"))
+        keys = nn.with_logical_constraint(proj("k", cfg.n_kv_heads, "kv_heads"),
+                                          ("batch", "length", "kv_heads", "kv"))
+        values = nn.with_logical_constraint(proj("v", cfg.n_kv_heads, "kv_heads"),
+                                            ("batch", "length", "kv_heads", "kv"))
         if cfg.qk_norm:
             q = RMSNorm(cfg.norm_eps, pdt, "kv", name="q_norm")(q)
-            k = RMSNorm(cfg.norm_eps, pdt, "kv", name="k_norm")(k)
+            keys = RMSNorm(cfg.norm_eps, pdt, "kv", name="k_norm")(keys)
         inv_freq = rope_frequencies(cfg)
         q = apply_rope(q, positions, inv_freq)
-        k = apply_rope(k, positions, inv_freq)
-
-        if kv_cache is None:
-            keys, values = k, v
-            kv_segments, kv_slots = q_segments, q_slots
-            new_cache = None
-        else:
-            # Write only the new tokens, [1, B, T, Hkv, Dh] at (layer, 0, index, 0, 0): on a
-            # loop-carried buffer XLA does this in place. Then read this layer's slice back.
-            zero = jnp.zeros((), jnp.int32)
-            start = (layer, zero, cache_index, zero, zero)
-            new_cache = {
-                name: nn.with_logical_constraint(
-                    jax.lax.dynamic_update_slice(
-                        kv_cache[name], new[None].astype(kv_cache[name].dtype), start),
-                    ("layers", "batch", "length", "kv_heads", "kv"))
-                for name, new in (("k", k), ("v", v))}
-            keys = jax.lax.dynamic_index_in_dim(new_cache["k"], layer, 0, keepdims=False)
-            values = jax.lax.dynamic_index_in_dim(new_cache["v"], layer, 0, keepdims=False)
-            kv_segments = kv_mask
-            kv_slots = jnp.broadcast_to(jnp.arange(keys.shape[1], dtype=jnp.int32)[None],
-                                        kv_segments.shape)
+        keys = apply_rope(keys, positions, inv_freq)
 
         batch, tq = q.shape[:2]
         groups = cfg.n_heads // cfg.n_kv_heads
@@ -171,14 +138,14 @@ class Attention(nn.Module):
         scores = jnp.einsum("btngk,bsnk->bngts", q, keys.astype(dt),
                             preferred_element_type=jnp.float32)
         scores = scores * (cfg.head_dim ** -0.5)
-        mask = attention_mask_from(q_segments, kv_segments, q_slots, kv_slots)
+        mask = attention_mask_from(segments, segments, slots, slots)
         scores = jnp.where(mask, scores, _NEG_INF)
         probs = jax.nn.softmax(scores, axis=-1).astype(dt)
         out = jnp.einsum("bngts,bsnk->btngk", probs, values.astype(dt))
         out = out.reshape(batch, tq, cfg.n_heads, cfg.head_dim)
         wo = _param(self, "o_kernel", init, (cfg.n_heads, cfg.head_dim, cfg.d_model),
                     ("heads", "kv", "embed"), pdt)
-        return jnp.einsum("bthk,hkd->btd", out, wo.astype(dt)), new_cache
+        return jnp.einsum("bthk,hkd->btd", out, wo.astype(dt))
 
 
 class MLP(nn.Module):
@@ -199,25 +166,19 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One pre-norm transformer layer; the `nn.scan` body.
-
-    carry = (residual stream [B, T, D], stacked KV cache or None); the scanned
-    input is the layer index, used to address this layer's slice of the cache.
-    """
+    """One pre-norm transformer layer; the `nn.scan` body (carry: the residual stream [B, T, D])."""
     config: ModelConfig
 
     @nn.compact
-    def __call__(self, carry, layer, positions, q_segments, q_slots, kv_mask, cache_index):
+    def __call__(self, x, positions, segments, slots):
         cfg = self.config
-        x, kv_cache = carry
-        h, kv_cache = Attention(cfg, name="attn")(
+        x = x + Attention(cfg, name="attn")(
             RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed", name="input_norm")(x),
-            positions, q_segments, q_slots, kv_cache, kv_mask, layer, cache_index)
-        x = x + h
+            positions, segments, slots)
         x = x + MLP(cfg, name="mlp")(
             RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed", name="post_attn_norm")(x))
         x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
-        return (x, kv_cache), None
+        return x, None
 
 
 _REMAT_POLICIES = {
@@ -247,7 +208,7 @@ class Transformer(nn.Module):
             block = nn.remat(Block, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
         self.layers = nn.scan(
             block, variable_axes={"params": 0}, split_rngs={"params": True},
-            in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast),
+            in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
             length=cfg.n_layers, metadata_params={nn.PARTITION_NAME: "layers"},
         )(cfg, name="layers")
         self.final_norm = RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed")
@@ -256,37 +217,18 @@ class Transformer(nn.Module):
         """The [D, V] output projection (the transposed embedding when tied)."""
         return self.embed.T if self.config.tie_embeddings else self.lm_head
 
-    def __call__(self, tokens, positions, segment_ids, cache, return_hidden):
+    def __call__(self, tokens, positions, segment_ids, return_hidden):
         cfg = self.config
         x = jnp.take(self.embed, tokens, axis=0).astype(cfg.compute_dtype)
         x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
-        t = tokens.shape[1]
-        if cache is None:
-            kv, mask, index = None, None, jnp.zeros((), jnp.int32)
-            slots = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32)[None], tokens.shape)
-            q_segments = segment_ids
-        else:
-            index = cache["index"]
-            mask = jax.lax.dynamic_update_slice_in_dim(
-                cache["mask"], segment_ids.astype(cache["mask"].dtype), index, axis=1)
-            kv = {"k": cache["k"], "v": cache["v"]}
-            slots = jnp.broadcast_to((index + jnp.arange(t, dtype=jnp.int32))[None],
-                                     tokens.shape)
-            # Against the cache, every real token is in segment 1; padding in 0.
-            q_segments = (segment_ids != 0).astype(jnp.int32)
-        # The stacked cache rides in the carry (updated in place, one layer's new tokens
-        # per iteration); the layer index is the scanned input.
-        layer_ids = jnp.arange(cfg.n_layers, dtype=jnp.int32)
-        (x, kv), _ = self.layers((x, kv), layer_ids, positions, q_segments, slots, mask, index)
+        slots = jnp.broadcast_to(jnp.arange(tokens.shape[1], dtype=jnp.int32)[None],
+                                 tokens.shape)
+        x, _ = self.layers(x, positions, segment_ids, slots)
         x = self.final_norm(x)
-        new_cache = None
-        if cache is not None:
-            new_cache = {"k": kv["k"], "v": kv["v"], "mask": mask, "index": index + t}
         if return_hidden:
-            return x, new_cache
-        logits = jnp.einsum("btd,dv->btv", x, self.head_matrix().astype(cfg.compute_dtype),
-                            preferred_element_type=jnp.float32)
-        return logits, new_cache
+            return x
+        return jnp.einsum("btd,dv->btv", x, self.head_matrix().astype(cfg.compute_dtype),
+                          preferred_element_type=jnp.float32)
 
 
 # ----------------------------------------------------------------------------- functions
@@ -295,7 +237,7 @@ def init_params(config: ModelConfig, rng: jax.Array) -> Params:
     """Random parameters (a plain pytree of arrays in `config.param_dtype`)."""
     tokens = jnp.zeros((1, 1), jnp.int32)
     variables = jax.jit(
-        lambda r: Transformer(config).init(r, tokens, tokens, jnp.ones_like(tokens), None, False)
+        lambda r: Transformer(config).init(r, tokens, tokens, jnp.ones_like(tokens), False)
     )(rng)
     return nn.unbox(variables["params"])
 
@@ -305,7 +247,7 @@ def param_logical_axes(config: ModelConfig) -> Params:
     tokens = jnp.zeros((1, 1), jnp.int32)
     abstract = jax.eval_shape(
         lambda: Transformer(config).init(jax.random.PRNGKey(0), tokens, tokens,
-                                         jnp.ones_like(tokens), None, False))
+                                         jnp.ones_like(tokens), False))
     return nn.get_partition_spec(abstract)["params"]
 
 
@@ -371,8 +313,14 @@ def forward(
                        else (attention_mask != 0).astype(jnp.int32))
     if positions is None:
         positions = default_positions(segment_ids, cache)
-    return Transformer(config).apply({"params": params}, tokens, positions, segment_ids, cache,
-                                     return_hidden)
+    if cache is not None:  # Prefill / decode: the byte-lean cached path (same math).
+        from rlvr_jax.models import decoding
+        return decoding.forward(decoding.prepare_params(params, config), tokens, config=config,
+                                cache=cache, attention_mask=segment_ids, positions=positions,
+                                return_hidden=return_hidden)
+    out = Transformer(config).apply({"params": params}, tokens, positions, segment_ids,
+                                    return_hidden)
+    return out, None
 
 
 def head_matrix(params: Params, config: ModelConfig) -> jax.Array:
@@ -381,17 +329,13 @@ def head_matrix(params: Params, config: ModelConfig) -> jax.Array:
 
 
 def init_cache(config: ModelConfig, batch: int, max_len: int, dtype=None) -> Cache:
-    """An empty KV cache for `batch` rows and `max_len` slots.
+    """An empty KV cache for `batch` rows and `max_len` slots (see `decoding.init_cache`).
 
-    Returns: {"k", "v": [L, B, S, Hkv, Dh] (compute dtype unless `dtype`),
+    Returns: {"k", "v": tuple of L arrays [B, Hkv, S, Dh] (compute dtype unless `dtype`),
       "mask": [B, S] int32, "index": int32 scalar}.
     """
-    if batch <= 0 or max_len <= 0:
-        raise ValueError(f"batch and max_len must be positive, got {batch}, {max_len}")
-    dtype = config.compute_dtype if dtype is None else jnp.dtype(dtype)
-    shape = (config.n_layers, batch, max_len, config.n_kv_heads, config.head_dim)
-    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype),
-            "mask": jnp.zeros((batch, max_len), jnp.int32), "index": jnp.zeros((), jnp.int32)}
+    from rlvr_jax.models import decoding
+    return decoding.init_cache(config, batch, max_len, dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("config",))

@@ -1,0 +1,216 @@
+"""The cached (prefill / decode) forward pass, laid out so a decode step moves few bytes.
+
+The training forward (`transformer.forward` without a cache) scans one Flax block over the
+stacked `[L, ...]` parameters. On the decode path that layout costs bytes: every step copies
+each layer's weights out of the stacked arrays and each layer's K/V into the transposed
+layout the attention dots want. This module runs the same math (same parameter tree, same
+operations in the same order) as plain functions with:
+
+  * weights sliced out of the stacked arrays and cast to the compute dtype ONCE
+    (`prepare_params`, outside the decode loop); the decode step reads them in place;
+  * the layers unrolled in Python (T = 1 steps are small; no scan carry);
+  * a per-layer KV cache in the layout the attention dots read in place:
+    `k[l], v[l]: [B, Hkv, S, Dh]` (batch and KV-head dims first, as the batched dots need).
+
+    prepared = prepare_params(params, config)          # once per rollout
+    cache = init_cache(config, batch, max_len)
+    logits, cache = forward(prepared, tokens, config=config, cache=cache,
+                            attention_mask=mask)       # prefill (T = Tp) or decode (T = 1)
+
+Cache: `{"k": (L × [B, Hkv, S, Dh]), "v": (same), "mask": [B, S] int32 (1 where a real
+token was written), "index": int32 scalar (next slot to write, shared by all rows)}`. A call
+writes its T new tokens at slots `[index, index + T)` (one in-place `dynamic_update_slice`
+per layer and K/V) and attends over the whole cache, causally by slot.
+"""
+from typing import Any, Dict, Optional, Tuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from rlvr_jax.models.config import ModelConfig
+
+Cache = Dict[str, Any]
+Prepared = Dict[str, Any]
+
+_NEG_INF = -1e30  # As in transformer.py: finite, so fully masked rows never give NaN.
+CACHE_AXES = ("batch", "kv_heads", "length", "kv")  # Logical axes of one layer's k or v.
+
+
+def prepare_params(params: Dict[str, Any], config: ModelConfig) -> Prepared:
+    """The parameters as the cached forward reads them (call once per rollout).
+
+    Returns {"embed": [V, D] (storage dtype, for the lookup), "head": [V, D] when tied
+    else [D, V] (compute dtype), "final_norm": [D], "layers": tuple of L per-layer dicts
+    (the stacked tree's leaves indexed at l; kernels and biases in the compute dtype, norm
+    scales as stored)}. Costs one copy of the layer weights (in the compute dtype), made
+    outside the decode loop, so that no decode step slices the stacked arrays.
+    """
+    dt = config.compute_dtype
+
+    def layer(i):
+        def leaf(path, w):
+            w = w[i]
+            name = getattr(path[-1], "key", "")
+            return w if name == "scale" else w.astype(dt)
+        return jax.tree_util.tree_map_with_path(leaf, params["layers"])
+
+    head = params["embed"] if config.tie_embeddings else params["lm_head"]
+    return {"embed": params["embed"], "head": head.astype(dt),
+            "final_norm": params["final_norm"]["scale"],
+            "layers": tuple(layer(i) for i in range(config.n_layers))}
+
+
+def init_cache(config: ModelConfig, batch: int, max_len: int, dtype=None) -> Cache:
+    """An empty KV cache for `batch` rows and `max_len` slots.
+
+    Returns {"k", "v": tuple of L arrays [B, Hkv, S, Dh] (compute dtype unless `dtype`),
+    "mask": [B, S] int32, "index": int32 scalar}.
+    """
+    if batch <= 0 or max_len <= 0:
+        raise ValueError(f"batch and max_len must be positive, got {batch}, {max_len}")
+    dtype = config.compute_dtype if dtype is None else jnp.dtype(dtype)
+    shape = (batch, config.n_kv_heads, max_len, config.head_dim)
+    empty = tuple(jnp.zeros(shape, dtype) for _ in range(config.n_layers))
+    return {"k": empty, "v": tuple(jnp.zeros(shape, dtype) for _ in range(config.n_layers)),
+            "mask": jnp.zeros((batch, max_len), jnp.int32), "index": jnp.zeros((), jnp.int32)}
+
+
+def resize_cache(cache: Cache, size: int, repeats: int = 1) -> Cache:
+    """Repeats every row `repeats` times (row r → rows r·G … r·G + G − 1) and pads the
+    slot axis with empty slots up to `size`. k, v: [B, Hkv, S, Dh] → [B·G, Hkv, size, Dh]."""
+    extra = size - cache["mask"].shape[1]
+    if extra < 0:
+        raise ValueError(f"cannot shrink a cache of {cache['mask'].shape[1]} slots to {size}")
+
+    def kv(x):
+        x = jnp.repeat(x, repeats, axis=0) if repeats > 1 else x
+        return jnp.pad(x, ((0, 0), (0, 0), (0, extra), (0, 0))) if extra else x
+
+    mask = jnp.repeat(cache["mask"], repeats, axis=0) if repeats > 1 else cache["mask"]
+    return {"k": tuple(kv(x) for x in cache["k"]), "v": tuple(kv(x) for x in cache["v"]),
+            "mask": jnp.pad(mask, ((0, 0), (0, extra))) if extra else mask,
+            "index": cache["index"]}
+
+
+def _rms_norm(x, scale, eps):
+    """As `transformer.RMSNorm`: float32 statistics, output in x's dtype."""
+    x32 = x.astype(jnp.float32)
+    y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
+    scale = scale.astype(jnp.float32).reshape((1,) * (x.ndim - 1) + (-1,))
+    return (y * scale).astype(x.dtype)
+
+
+def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig):
+    """One layer's attention over its cache; returns (out [B, T, D], new k, new v)."""
+    from rlvr_jax.models import transformer  # The shared RoPE helpers.
+    dt = cfg.compute_dtype
+
+    def proj(name, axis):
+        y = jnp.einsum("btd,dhk->bthk", x, lp[f"{name}_kernel"])
+        if cfg.qkv_bias:
+            y = y + lp[f"{name}_bias"][None, None]
+        return nn.with_logical_constraint(y, ("batch", "length", axis, "kv"))
+
+    q, k, v = proj("q", "heads"), proj("k", "kv_heads"), proj("v", "kv_heads")
+    if cfg.qk_norm:
+        q = _rms_norm(q, lp["q_norm"]["scale"], cfg.norm_eps)
+        k = _rms_norm(k, lp["k_norm"]["scale"], cfg.norm_eps)
+    inv_freq = transformer.rope_frequencies(cfg)
+    q = transformer.apply_rope(q, positions, inv_freq)
+    k = transformer.apply_rope(k, positions, inv_freq)
+
+    zero = jnp.zeros((), jnp.int32)
+
+    def write(cache, new):  # [B, T, Hkv, Dh] → slots [index, index + T) of [B, Hkv, S, Dh].
+        new = jnp.swapaxes(new, 1, 2).astype(cache.dtype)
+        out = jax.lax.dynamic_update_slice(cache, new, (zero, zero, index, zero))
+        return nn.with_logical_constraint(out, CACHE_AXES)
+
+    k_cache, v_cache = write(k_cache, k), write(v_cache, v)
+    batch, tq = q.shape[:2]
+    groups = cfg.n_heads // cfg.n_kv_heads
+    q = q.reshape(batch, tq, cfg.n_kv_heads, groups, cfg.head_dim)
+    scores = jnp.einsum("btngk,bnsk->bngts", q, k_cache.astype(dt),
+                        preferred_element_type=jnp.float32)
+    scores = scores * (cfg.head_dim ** -0.5)
+    scores = jnp.where(mask, scores, _NEG_INF)
+    probs = jax.nn.softmax(scores, axis=-1).astype(dt)
+    out = jnp.einsum("bngts,bnsk->btngk", probs, v_cache.astype(dt))
+    out = out.reshape(batch, tq, cfg.n_heads, cfg.head_dim)
+    return jnp.einsum("bthk,hkd->btd", out, lp["o_kernel"]), k_cache, v_cache
+
+
+def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig):
+    """One pre-norm layer (as `transformer.Block`); returns (x, new k, new v)."""
+    h, k_cache, v_cache = _attention(lp["attn"], _rms_norm(x, lp["input_norm"]["scale"],
+                                                           cfg.norm_eps),
+                                     positions, k_cache, v_cache, mask, index, cfg)
+    x = x + h
+    m = lp["mlp"]
+    y = _rms_norm(x, lp["post_attn_norm"]["scale"], cfg.norm_eps)
+    h = nn.silu(y @ m["gate_kernel"]) * (y @ m["up_kernel"])
+    h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
+    x = x + h @ m["down_kernel"]
+    return nn.with_logical_constraint(x, ("batch", "length", "embed")), k_cache, v_cache
+
+
+def logits_from_hidden(prepared: Prepared, hidden: jax.Array, config: ModelConfig) -> jax.Array:
+    """float32 logits [..., V] from final-norm hidden states [..., D] (the LM head)."""
+    spec = "...d,vd->...v" if config.tie_embeddings else "...d,dv->...v"
+    return jnp.einsum(spec, hidden.astype(config.compute_dtype), prepared["head"],
+                      preferred_element_type=jnp.float32)
+
+
+def forward(
+    prepared: Prepared,
+    tokens: jax.Array,
+    *,
+    config: ModelConfig,
+    cache: Cache,
+    attention_mask: Optional[jax.Array] = None,
+    positions: Optional[jax.Array] = None,
+    return_hidden: bool = False,
+) -> Tuple[jax.Array, Cache]:
+    """Runs T new tokens against the cache (prefill: T = Tp; decode: T = 1).
+
+    Args:
+      prepared: from `prepare_params`.
+      tokens: [B, T] int32.
+      config: the model's `ModelConfig` (static).
+      cache: from `init_cache` (or a previous call); tokens are written at `cache["index"]`.
+      attention_mask: [B, T], 1 for real tokens, 0 for padding (never attended to, does
+        not advance RoPE positions). Default: all real.
+      positions: [B, T] RoPE positions; default `transformer.default_positions`.
+      return_hidden: return the final-norm hidden states [B, T, D] instead of logits.
+
+    Returns:
+      (logits [B, T, V] float32 or hidden [B, T, D], the updated cache).
+    """
+    from rlvr_jax.models import transformer
+    cfg = config
+    segment_ids = (jnp.ones(tokens.shape, jnp.int32) if attention_mask is None
+                   else (attention_mask != 0).astype(jnp.int32))
+    if positions is None:
+        positions = transformer.default_positions(segment_ids, cache)
+    index = cache["index"]
+    kv_mask = jax.lax.dynamic_update_slice_in_dim(
+        cache["mask"], segment_ids.astype(cache["mask"].dtype), index, axis=1)
+    t = tokens.shape[1]
+    q_slots = jnp.broadcast_to((index + jnp.arange(t, dtype=jnp.int32))[None], tokens.shape)
+    kv_slots = jnp.broadcast_to(jnp.arange(kv_mask.shape[1], dtype=jnp.int32)[None],
+                                kv_mask.shape)
+    mask = transformer.attention_mask_from(segment_ids, kv_mask, q_slots, kv_slots)
+
+    x = jnp.take(prepared["embed"], tokens, axis=0).astype(cfg.compute_dtype)
+    x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
+    ks, vs = [], []
+    for lp, k_cache, v_cache in zip(prepared["layers"], cache["k"], cache["v"]):
+        x, k_cache, v_cache = _block(lp, x, positions, k_cache, v_cache, mask, index, cfg)
+        ks.append(k_cache)
+        vs.append(v_cache)
+    x = _rms_norm(x, prepared["final_norm"], cfg.norm_eps)
+    new_cache = {"k": tuple(ks), "v": tuple(vs), "mask": kv_mask, "index": index + t}
+    if return_hidden:
+        return x, new_cache
+    return logits_from_hidden(prepared, x, cfg), new_cache
