@@ -376,3 +376,16 @@ def test_decode_writes_only_the_new_slot_and_matches_greedy_full_forward(tiny_co
     full = models.jit_forward(tiny_params, tokens, full_mask, config=tiny_config)
     np.testing.assert_array_equal(jnp.argmax(full[:, 4:-1], axis=-1), tokens[:, 5:])
     np.testing.assert_allclose(logits[:, 0], full[:, -1], atol=2e-5, rtol=1e-5)
+
+
+def test_layer_scan_unrolled_or_not_gives_the_same_forward(tiny_config, tiny_params):
+    tokens = jnp.asarray(np.random.default_rng(9).integers(1, tiny_config.vocab_size, (2, 7)),
+                         jnp.int32)
+    assert tiny_config.layer_unroll == tiny_config.n_layers  # auto: shallow models unroll
+    deep = tiny_config.replace(n_layers=12)
+    assert deep.layer_unroll == 1 and deep.replace(scan_unroll=3).layer_unroll == 3
+    unrolled = transformer.forward(tiny_params, tokens, config=tiny_config)[0]
+    scanned = transformer.forward(tiny_params, tokens, config=tiny_config.replace(scan_unroll=1))[0]
+    np.testing.assert_allclose(unrolled, scanned, atol=1e-6)
+    with pytest.raises(ValueError, match="scan_unroll"):
+        tiny_config.replace(scan_unroll=tiny_config.n_layers + 1)

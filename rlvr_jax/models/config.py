@@ -6,6 +6,8 @@ import jax.numpy as jnp
 
 FAMILIES = ("llama", "qwen2", "qwen3")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
+# scan_unroll=0 unrolls the training forward of models this shallow (measured: docs/performance.md).
+AUTO_UNROLL_LAYERS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +38,11 @@ class ModelConfig:
         matmul outputs) or "dots_no_batch" (save matmul outputs without batch
         dimensions, i.e. weights-only products).
       max_position_embeddings: informational (positions are not clipped).
+      scan_unroll: layers per iteration of the training forward's layer scan: 1 scans
+        (compile time flat in depth), L unrolls fully (cross-layer fusion, no loop);
+        0 (default) unrolls models of at most `AUTO_UNROLL_LAYERS` layers and scans deeper
+        ones. Decoding always runs layer by layer (`models.decoding`). Parameters are
+        stacked [L, ...] either way.
     """
     family: str = "qwen2"
     vocab_size: int = 128
@@ -55,6 +62,7 @@ class ModelConfig:
     param_dtype: str = "float32"
     remat: str = "none"
     max_position_embeddings: int = 32768
+    scan_unroll: int = 0
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -73,10 +81,20 @@ class ModelConfig:
                 "rope_scaling must be None or ('llama3', factor, low_freq_factor, "
                 f"high_freq_factor, original_max_position_embeddings), got {self.rope_scaling!r}")
         jnp.dtype(self.dtype), jnp.dtype(self.param_dtype)  # Raises on unknown names.
+        if not 0 <= self.scan_unroll <= self.n_layers:
+            raise ValueError(f"scan_unroll must be in [0, n_layers={self.n_layers}], "
+                             f"got {self.scan_unroll}")
 
     @property
     def compute_dtype(self):
         return jnp.dtype(self.dtype)
+
+    @property
+    def layer_unroll(self) -> int:
+        """The unroll factor of the training forward's layer scan (see `scan_unroll`)."""
+        if self.scan_unroll:
+            return self.scan_unroll
+        return self.n_layers if self.n_layers <= AUTO_UNROLL_LAYERS else 1
 
     @property
     def storage_dtype(self):

@@ -209,7 +209,8 @@ class Transformer(nn.Module):
         self.layers = nn.scan(
             block, variable_axes={"params": 0}, split_rngs={"params": True},
             in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
-            length=cfg.n_layers, metadata_params={nn.PARTITION_NAME: "layers"},
+            length=cfg.n_layers, unroll=cfg.layer_unroll,
+            metadata_params={nn.PARTITION_NAME: "layers"},
         )(cfg, name="layers")
         self.final_norm = RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed")
 
