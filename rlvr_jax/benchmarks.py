@@ -195,7 +195,8 @@ def _update_setup(args):
     from rlvr_jax.train import state as state_lib
     from rlvr_jax.train import step as step_lib
 
-    mc = presets.get(args.preset, dtype=args.dtype, remat=args.remat)
+    mc = presets.get(args.preset, dtype=args.dtype, remat=args.remat,
+                     scan_unroll=args.scan_unroll)
     sc = sampling.SamplingConfig(max_new_tokens=args.new_tokens, num_samples=args.samples,
                                  temperature=1.0)
     rl = step_lib.RLConfig(num_prompts=args.prompts, microbatches=args.microbatches,
@@ -233,6 +234,7 @@ def train_command(args):
     tokens = args.prompts * args.samples * context
     flops = tokens * _flops_per_token(mc, context)
     out = {"benchmark": "train", "preset": args.preset, "dtype": args.dtype, "remat": args.remat,
+           "layer_unroll": mc.layer_unroll,
            "sequences": args.prompts * args.samples, "tokens_per_sequence": context,
            "microbatches": args.microbatches, "step_s": seconds, "tokens_per_s": tokens / seconds,
            "tflops_per_s": flops / seconds / 1e12, "matmul_params": mc.num_params(False)}
@@ -282,6 +284,8 @@ def _add_update_args(p, prompts, samples, prompt_len, new_tokens):
     p.add_argument("--preset", default="tiny")
     p.add_argument("--dtype", default="float32", help="compute dtype (bfloat16 on GPU)")
     p.add_argument("--remat", default="none", help="none | full | dots | dots_no_batch")
+    p.add_argument("--scan-unroll", type=int, default=0,
+                   help="ModelConfig.scan_unroll (0: auto, 1: scan, L: unrolled)")
     p.add_argument("--prompts", type=int, default=prompts, help="P")
     p.add_argument("--samples", type=int, default=samples, help="G")
     p.add_argument("--prompt-len", type=int, default=prompt_len)
