@@ -21,9 +21,8 @@ import jax.numpy as jnp
 import optax
 
 from rlvr_jax import advantages as adv_lib
-from rlvr_jax import losses, sampling
+from rlvr_jax import losses, sampling, scoring
 from rlvr_jax.models import ModelConfig, sequence_logprobs
-from rlvr_jax import scoring
 from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
 from rlvr_jax.train import objective
 from rlvr_jax.train.algorithms import Algorithm, resolve
