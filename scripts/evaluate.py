@@ -51,23 +51,27 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    from rlvr_jax import evaluation
     from rlvr_jax.data.tokenizers import load_tokenizer
-    from rlvr_jax.train import eval_cli
 
     if args.task:
-        data = eval_cli.task_data(args.task, split=args.split, num_prompts=args.num_prompts,
-                                  seed=args.task_seed, **json.loads(args.task_kwargs))
+        data = evaluation.task_data(args.task, split=args.split, num_prompts=args.num_prompts,
+                                    seed=args.task_seed, **json.loads(args.task_kwargs))
     else:
-        data = eval_cli.jsonl_data(args.jsonl, prompt_field=args.prompt_field,
-                                   answer_field=args.answer_field, num_prompts=args.num_prompts,
-                                   verifier=args.verifier)
+        data = evaluation.jsonl_data(args.jsonl, prompt_field=args.prompt_field,
+                                     answer_field=args.answer_field,
+                                     num_prompts=args.num_prompts, verifier=args.verifier)
     tokenizer = load_tokenizer(args.tokenizer or args.hf_dir or "builtin")
-    config, params = eval_cli.load_policy(tokenizer=tokenizer, hf_dir=args.hf_dir,
-                                          params_dir=args.params_dir, preset=args.preset,
-                                          run_dir=args.run_dir,
-                                          dtype=args.dtype, seed=args.seed)
+    if args.run_dir:  # A training run's checkpoint: read by the training code.
+        from rlvr_jax.train.checkpoint import load_run
+        config, params = load_run(args.run_dir, tokenizer=tokenizer)
+        config = config.replace(dtype=args.dtype)
+    else:
+        config, params = evaluation.load_policy(tokenizer=tokenizer, hf_dir=args.hf_dir,
+                                                params_dir=args.params_dir, preset=args.preset,
+                                                dtype=args.dtype, seed=args.seed)
     ks = [int(k) for k in args.k.split(",")] if args.k else ()
-    report = eval_cli.evaluate_policy(
+    report = evaluation.evaluate_policy(
         params, config, tokenizer, data, num_samples=args.num_samples, ks=ks,
         greedy=not args.no_greedy, temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,

@@ -1,4 +1,4 @@
-"""scripts/evaluate.py (and its library rlvr_jax.train.eval_cli) and scripts/plot.py."""
+"""scripts/evaluate.py (and its library rlvr_jax.evaluation) and scripts/plot.py."""
 import importlib.util
 import json
 import math
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from rlvr_jax.data.tokenizers import load_tokenizer
-from rlvr_jax.train import eval_cli
+from rlvr_jax import evaluation
+from rlvr_jax.train.checkpoint import load_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
@@ -52,7 +53,7 @@ def test_evaluate_script_tiny_preset_json(tmp_path):
         assert 0.0 <= m["ci_low"] <= m["value"] <= m["ci_high"] <= 1.0, (name, m)
     rows = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(rows) == 3 and all(len(r["completions"]) == 2 for r in rows)
-    assert [r["answer"] for r in rows] == [ex.answer for ex in eval_cli.task_data(
+    assert [r["answer"] for r in rows] == [ex.answer for ex in evaluation.task_data(
         "arithmetic", split="test", num_prompts=3).examples]
 
 
@@ -63,7 +64,7 @@ def test_evaluate_script_rejects_two_models():
 
 
 def test_scores_and_metrics_match_the_formulas(tokenizer):
-    data = eval_cli.task_data("arithmetic", num_prompts=3, min_digits=2, max_digits=2)
+    data = evaluation.task_data("arithmetic", num_prompts=3, min_digits=2, max_digits=2)
     ex = data.examples
     right = [e.solution for e in ex]
     wrong = [e.solution.rsplit("####", 1)[0] + "#### " + str(int(e.answer) + 1) for e in ex]
@@ -72,12 +73,12 @@ def test_scores_and_metrics_match_the_formulas(tokenizer):
     texts = [[right[0], wrong[0], wrong[0], "no answer"],      # 1 right of 4
              [bad_steps[1], bad_steps[1], right[1], wrong[1]],  # 3 right, 1 with good steps
              [wrong[2], wrong[2], wrong[2], wrong[2]]]          # 0 right
-    scores = eval_cli.score(texts, data)
+    scores = evaluation.score(texts, data)
     np.testing.assert_array_equal(scores["correct"], [[1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]])
     # Arithmetic's step check also needs the right answer.
     np.testing.assert_array_equal(scores["steps"], [[1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
     assert scores["answer_ids"][0].tolist() == [0, 1, 1, -1]
-    report = eval_cli.summarize(scores, ks=(1, 2, 4), num_resamples=200)
+    report = evaluation.summarize(scores, ks=(1, 2, 4), num_resamples=200)
     c = np.array([1, 3, 0])
     for k in (1, 2, 4):
         exact = np.mean([1 - math.comb(4 - ci, k) / math.comb(4, k) for ci in c])
@@ -90,57 +91,57 @@ def test_scores_and_metrics_match_the_formulas(tokenizer):
     for m in report.values():
         assert m["ci_low"] <= m["value"] <= m["ci_high"]
     with pytest.raises(ValueError, match="k must be in"):
-        eval_cli.summarize(scores, ks=(5,))
+        evaluation.summarize(scores, ks=(5,))
 
 
 def test_jsonl_math_data(tmp_path):
     path = tmp_path / "math.jsonl"
     path.write_text("\n".join(json.dumps({"q": q, "a": a}) for q, a in
                               [("What is 1/2+1/4?", "3/4"), ("2^10?", "1024")]) + "\n")
-    data = eval_cli.jsonl_data(str(path), prompt_field="q", answer_field="a")
+    data = evaluation.jsonl_data(str(path), prompt_field="q", answer_field="a")
     assert [e.prompt for e in data.examples] == ["What is 1/2+1/4?", "2^10?"]
     texts = [["so \\boxed{0.75}", "\\boxed{\\frac{3}{4}}", "the answer is 1"],
              ["\\boxed{1000}", "\\boxed{1024}", "\\boxed{1000}"]]
-    scores = eval_cli.score(texts, data)
+    scores = evaluation.score(texts, data)
     np.testing.assert_array_equal(scores["correct"], [[1, 1, 0], [0, 1, 0]])
     assert "steps" not in scores
     assert scores["answer_ids"][1].tolist() == [0, 1, 0]
-    report = eval_cli.summarize(scores, ks=(3,), num_resamples=100)
+    report = evaluation.summarize(scores, ks=(3,), num_resamples=100)
     assert report["maj@3"]["value"] == pytest.approx(0.5)   # 0.75 ~ 3/4 vote together
     assert report["pass@3"]["value"] == pytest.approx(1.0)
 
 
 def test_params_dir_and_hf_dir_load_the_same_policy(tokenizer, tmp_path):
     from rlvr_jax.models import hf
-    config, params = eval_cli.load_policy(tokenizer=tokenizer, preset="tiny", seed=3)
+    config, params = evaluation.load_policy(tokenizer=tokenizer, preset="tiny", seed=3)
     spec = importlib.util.spec_from_file_location(
         "convert_checkpoint", os.path.join(ROOT, "scripts", "convert_checkpoint.py"))
     convert = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(convert)
     convert.save_orbax(params, config, str(tmp_path / "orbax"))
     hf.save_hf_checkpoint(params, config, tmp_path / "hf")
-    data = eval_cli.task_data("arithmetic", num_prompts=3)
-    tokens, mask = eval_cli.encode_prompts(data.examples, tokenizer)
+    data = evaluation.task_data("arithmetic", num_prompts=3)
+    tokens, mask = evaluation.encode_prompts(data.examples, tokenizer)
     assert tokens.shape[0] == 3 and (mask[:, -1] == 1).all()
     rng = jax.random.PRNGKey(0)
     outputs = []
     for source in ({"preset": "tiny", "seed": 3}, {"params_dir": str(tmp_path / "orbax")},
                    {"hf_dir": str(tmp_path / "hf")}):
-        cfg, p = eval_cli.load_policy(tokenizer=tokenizer, **source)
+        cfg, p = evaluation.load_policy(tokenizer=tokenizer, **source)
         assert cfg.vocab_size == config.vocab_size and cfg.n_layers == config.n_layers
-        outputs.append(eval_cli.generate_texts(p, cfg, tokenizer, tokens, mask, rng,
+        outputs.append(evaluation.generate_texts(p, cfg, tokenizer, tokens, mask, rng,
                                                num_samples=1, greedy=True, max_new_tokens=6,
                                                batch_size=2))
     assert outputs[0] == outputs[1] == outputs[2]
     # One batch of 3 == batches of 2 with the last one padded by a copy.
-    assert outputs[0] == eval_cli.generate_texts(params, config, tokenizer, tokens, mask, rng,
+    assert outputs[0] == evaluation.generate_texts(params, config, tokenizer, tokens, mask, rng,
                                                  num_samples=1, greedy=True, max_new_tokens=6,
                                                  batch_size=3)
     assert len(outputs[0]) == 3 and all(len(t) == 1 for t in outputs[0])
     with pytest.raises(ValueError, match="exactly one"):
-        eval_cli.load_policy(tokenizer=tokenizer, preset="tiny", hf_dir="x")
+        evaluation.load_policy(tokenizer=tokenizer, preset="tiny", hf_dir="x")
     with pytest.raises(FileNotFoundError, match="model_config.json"):
-        eval_cli.load_policy(tokenizer=tokenizer, params_dir=str(tmp_path))
+        evaluation.load_policy(tokenizer=tokenizer, params_dir=str(tmp_path))
 
 
 # ----------------------------------------------------------------------------- plot.py
@@ -194,8 +195,8 @@ def test_evaluate_from_a_training_runs_checkpoint(tokenizer, tmp_path, monkeypat
     config.eval.batch_size = 8
     config.checkpoint.every = 1
     summary = run(config, str(tmp_path), progress=False)
-    model_config, params = eval_cli.load_run(str(tmp_path), tokenizer=tokenizer)
+    model_config, params = load_run(str(tmp_path), tokenizer=tokenizer)
     assert model_config.vocab_size == tokenizer.vocab_size
     jax.tree.map(np.testing.assert_array_equal, params, jax.device_get(summary["state"].params))
     with pytest.raises(FileNotFoundError, match="config.json"):
-        eval_cli.load_run(str(tmp_path / "missing"), tokenizer=tokenizer)
+        load_run(str(tmp_path / "missing"), tokenizer=tokenizer)

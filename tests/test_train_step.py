@@ -16,7 +16,7 @@ import numpy as np
 import optax
 import pytest
 
-from rlvr_jax import sampling, tasks
+from rlvr_jax import sampling, scoring, tasks
 from rlvr_jax.data import datasets
 from rlvr_jax.train import objective
 from rlvr_jax.train import step as step_lib
@@ -389,6 +389,34 @@ def test_split_host_path_matches_one_program(tok, model_config, update_fns, para
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=PARAM_ATOL)
     assert not np.array_equal(np.asarray(split.rng), start_rng)
     assert not np.array_equal(np.asarray(one.rng), start_rng)
+
+
+def test_host_rl_step_draws_the_one_program_keys(tok, model_config, params, prompts):
+    """`make_host_rl_step` (sample → host scoring → update) and `make_rl_step` share one rng
+    discipline (`step_keys`): same completions, same reward/correct, same carried rng."""
+    sc = _sampling_config(tok)
+    rl = step_lib.RLConfig(num_prompts=P, aggregation="token-mean")
+    pb, pmask = prompts
+    batch = {"prompt_tokens": jnp.asarray(pb.tokens), "prompt_mask": jnp.asarray(pmask),
+             "answers": jnp.asarray(pb.answers)}
+    _, sample_key, _ = step_lib.step_keys(_fresh_state(params, seed=7).rng)
+    rollout = step_lib.make_sample_fn(model_config, sc)(params, batch, sample_key)
+    texts = scoring.decode_completions(tok, rollout.tokens, rollout.mask)
+    parity = {}  # The host twin of _parity_verifier, by completion text.
+    for text, reward in zip(texts, _host_parity(rollout.tokens)):
+        assert parity.setdefault(text, reward) == reward
+    host_step = step_lib.make_host_rl_step(model_config, sc, rl, TX,
+                                           lambda text, ex: parity[text], tok)
+    rl_step = step_lib.make_rl_step(model_config, sc, rl, TX, _parity_verifier)
+
+    one, m_one = rl_step(_fresh_state(params, seed=7), batch)
+    host, m_host, s_host = host_step(_fresh_state(params, seed=7), batch, pb.examples)
+    np.testing.assert_array_equal(np.asarray(s_host["tokens"]), np.asarray(rollout.tokens))
+    assert float(m_host["reward/correct"]) == float(m_one["reward/correct"])
+    assert 0.0 < float(m_one["reward/correct"]) < 1.0
+    np.testing.assert_array_equal(np.asarray(host.rng), np.asarray(one.rng))
+    for a, b in zip(_leaves(host.params), _leaves(one.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=PARAM_ATOL)
 
 
 # ----------------------------------------------------------------------------- SFT

@@ -112,6 +112,14 @@ class Arithmetic(base.Task):
     def verify(self, completion: str, example: base.Example) -> float:
         return float(base.extract_int_answer(completion) == example.answer_value)
 
+    def answer_key(self, completion: str) -> int | None:
+        return base.extract_int_answer(completion)
+
+    def token_verifier(self, tokenizer):
+        """`make_token_verifier(tokenizer)`: the integer answer checked on device."""
+        from rlvr_jax.tasks.token_verifier import make_token_verifier
+        return make_token_verifier(tokenizer)
+
     def check_steps(self, completion: str, example: base.Example) -> bool:
         m = example.meta
         expected = ([str(s) for s in column_steps(m["op"], m["a"], m["b"])]

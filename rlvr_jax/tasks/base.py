@@ -115,6 +115,8 @@ class Task:
       generate(n, *, seed, split, start=0) -> list[Example]
       verify(completion, example) -> float        1.0 correct final answer, else 0.0
       check_steps(completion, example) -> bool    the worked reasoning is correct too
+      answer_key(completion) -> hashable | None   the normalised final answer (maj@k)
+      token_verifier(tokenizer) -> fn | None      the on-device verifier, if the task has one
     """
 
     name = "task"
@@ -151,6 +153,19 @@ class Task:
 
     def check_steps(self, completion: str, example: Example) -> bool:
         raise NotImplementedError
+
+    def answer_key(self, completion: str):
+        """The completion's final answer, normalised (whitespace collapsed), or None: the
+        votes of maj@k."""
+        parts = split_answer(completion)
+        return None if parts is None or not parts[1].strip() else " ".join(parts[1].split())
+
+    def token_verifier(self, tokenizer):
+        """The task's on-device verifier for `tokenizer`: a jittable fn(tokens [B, N],
+        mask [B, N], answers [B] int32) -> [B] float32, or None when the task is scored on
+        the host only (`verify`)."""
+        del tokenizer
+        return None
 
     def reasoning_steps(self, completion: str, example: Example) -> list[str] | None:
         """The whitespace-separated reasoning before the marker, or None when the final

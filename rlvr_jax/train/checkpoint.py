@@ -202,3 +202,30 @@ class Checkpointer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def load_run(run_dir: str, *, tokenizer, step: Optional[int] = None):
+    """(ModelConfig, params) of a training run's checkpoint (`scripts/train.py --workdir`).
+
+    The model is rebuilt from `<run_dir>/config.json`; the policy parameters are read from
+    `<run_dir>/checkpoints` (the latest complete step unless `step`)."""
+    import json
+
+    import ml_collections
+
+    from rlvr_jax.train.build import build_model_config
+    config_path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"{config_path} not found (expected a scripts/train.py workdir)")
+    with open(config_path) as f:
+        config = ml_collections.ConfigDict(json.load(f))
+    model_config = build_model_config(config, tokenizer)
+    ckpt = Checkpointer(os.path.join(run_dir, "checkpoints"))
+    try:
+        if ckpt.latest_step() is None:
+            raise FileNotFoundError(f"no complete checkpoint in {run_dir}/checkpoints (train "
+                                    "with --config.checkpoint.every=N)")
+        params = ckpt.restore_params(step)
+    finally:
+        ckpt.close()
+    return model_config, params

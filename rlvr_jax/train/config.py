@@ -21,7 +21,15 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     """All settings with their defaults, the `algorithm` preset applied, locked."""
     c = ml_collections.ConfigDict()
     c.seed = 0                       # Seeds parameters, data order and sampling.
+    _model_and_data(c)
+    _sampling_and_training(c, algorithm)
+    _evaluation_and_placement(c)
+    algorithms.apply(c.rl, algorithm)
+    c.lock()
+    return c
 
+
+def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.model = ml_collections.ConfigDict()
     c.model.preset = "tiny"          # A name from rlvr_jax.models.presets.
     c.model.hf_checkpoint = ""       # A local Hugging Face directory; overrides preset shapes.
@@ -55,6 +63,8 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.reward.num_workers = 2         # Host verifier processes.
     c.reward.timeout_s = 5.0
 
+
+def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None:
     c.sampling = ml_collections.ConfigDict()
     c.sampling.temperature = 1.0
     c.sampling.top_k = 0
@@ -82,9 +92,11 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.rl.max_grad_norm = 1.0
     c.rl.value_learning_rate = 1e-5  # gae: the value model's own AdamW learning rate.
     # Every field of the update's RLConfig with its default (documented in
-    # rlvr_jax/train/rl_config.py); the algorithm preset below changes some of them.
+    # rlvr_jax/train/rl_config.py); the algorithm preset changes some of them.
     c.rl.update(rl_config.defaults())
 
+
+def _evaluation_and_placement(c: ml_collections.ConfigDict) -> None:
     c.eval = ml_collections.ConfigDict()
     c.eval.every = 25                # RL steps between held-out evaluations (0: only at the end).
     c.eval.num_prompts = 500         # Held-out prompts (test split).
@@ -113,9 +125,6 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c.log_every = 1                  # RL steps between metrics.jsonl lines.
     c.log_samples_every = 10         # RL steps between completions logged to samples.jsonl (0: off).
     c.log_num_samples = 4            # Completions logged each time (one per prompt).
-    algorithms.apply(c.rl, algorithm)
-    c.lock()
-    return c
 
 
 def arithmetic_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:

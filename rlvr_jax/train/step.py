@@ -2,11 +2,13 @@
 advantages → optimise.
 
 `make_rl_step` composes the pieces into ONE jitted program for on-device verifiers. For host
-verifiers (math-verify, code sandboxes) use the split path: `make_sample_fn` → score on the
-host → `make_update_fn`; it runs the same `update`. `make_sft_step` is the supervised warm-up
-step. The data between the update's stages is typed (`train/experience.py`); the algorithm's
-functions are resolved once from the `RLConfig` (`train/algorithms.py`); the per-micro-batch
-losses live in `train/objective.py` and the rollout statistics in `train/metrics.py`.
+verifiers (math-verify, code sandboxes) `make_host_rl_step` runs the split path:
+`make_sample_fn` → score on the host → `make_update_fn`; it runs the same `update` with the
+same keys (`step_keys`). Rewards are scored and shaped in `rlvr_jax.scoring` on both paths.
+`make_sft_step` is the supervised warm-up step. The data between the update's stages is
+typed (`train/experience.py`); the algorithm's functions are resolved once from the
+`RLConfig` (`train/algorithms.py`); the per-micro-batch losses live in `train/objective.py`
+and the rollout statistics in `train/metrics.py`.
 
 Shapes: P' prompts in a batch (P' = P · oversample with dynamic sampling), P groups that
 enter the update, G samples per prompt, B = P·G sequences, Tp prompt tokens, N new tokens.
@@ -19,9 +21,9 @@ import jax.numpy as jnp
 import optax
 
 from rlvr_jax import advantages as adv_lib
-from rlvr_jax import losses, sampling
+from rlvr_jax import losses, sampling, scoring
 from rlvr_jax.models import ModelConfig, sequence_logprobs
-from rlvr_jax.rewards.length import overlong_penalty_jnp
+from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
 from rlvr_jax.train import objective
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
@@ -33,28 +35,16 @@ Batch = Dict[str, jax.Array]
 Metrics = Dict[str, jax.Array]
 
 
-# ----------------------------------------------------------------------------- score
+# ----------------------------------------------------------------------------- rng
 
-def score_on_device(rollout: sampling.Rollout, answers: jax.Array, *,
-                    verifier: Callable, rl: RLConfig,
-                    max_new_tokens: int) -> Tuple[jax.Array, Metrics]:
-    """Rewards [B] from a jittable token verifier plus optional overlong shaping.
+def step_keys(rng: jax.Array) -> Tuple[jax.Array, jax.Array, jax.Array]:
+    """(the state's next rng, the sampling rng, the update rng) of one RL step.
 
-    Args:
-      rollout: the sampler's output for B = P'·G sequences.
-      answers: [P'] int32 reference answers (repeated over the G samples here).
-      verifier: fn(tokens [B, N], mask [B, N], answers [B]) -> [B] float32.
+    The one rng discipline of both paths: `make_rl_step` splits inside its program, the
+    split path (`make_sample_fn` → host scoring → `make_update_fn(...)(..., rng)`) outside.
     """
-    g = rollout.tokens.shape[0] // answers.shape[0]
-    correct = verifier(rollout.tokens, rollout.mask, jnp.repeat(answers, g, axis=0))
-    reward = correct
-    metrics = {"reward/correct": jnp.mean(correct)}
-    if rl.overlong_buffer > 0:
-        penalty = rl.overlong_penalty * overlong_penalty_jnp(
-            rollout.lengths, max_length=max_new_tokens, buffer_length=rl.overlong_buffer)
-        reward = reward + penalty
-        metrics["reward/overlong"] = jnp.mean(penalty)
-    return reward, metrics
+    rng, sample_rng, update_rng = jax.random.split(rng, 3)
+    return rng, sample_rng, update_rng
 
 
 # ----------------------------------------------------------------------------- update stages
@@ -135,25 +125,17 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
 
 def kl_in_reward(groups: Groups, exp: Experience, current: jax.Array, kl_coef, *,
                  algo: Algorithm, rl: RLConfig) -> Tuple[Groups, jax.Array, Metrics]:
-    """The stop-gradient KL(π_old‖π_ref) penalty in the reward (PPO/RLHF style).
-
-    Sequence-level estimators get r − β·Σ_t KL_t; token-level ones that take it per token
-    (`algo.kl_reward_per_token`) get the per-token KL back to pass to the estimator.
+    """The per-token KL(π_old‖π_ref) of the algorithm's estimator, then the reward shaping
+    of the scoring room (`scoring.kl_in_reward`).
 
     Returns:
       (groups with shaped rewards, per-token KL [B, N], metrics incl. the observed KL).
     """
+    del rl
     kl_tok = algo.kl(current, exp.ref_logp, exp.mask)
-    seq_kl = jnp.sum(kl_tok, axis=1)
-    lengths = jnp.maximum(jnp.sum(exp.mask, axis=1), 1).astype(jnp.float32)
-    n_rows = jnp.maximum(jnp.sum(exp.row_valid.astype(jnp.float32)), 1.0)
-    observed = jnp.sum(jnp.where(exp.row_valid, seq_kl / lengths, 0.0)) / n_rows
-    if not algo.kl_reward_per_token:
-        groups = groups.replace(rewards=groups.rewards - kl_coef * seq_kl.reshape(
-            groups.rewards.shape))
-    metrics = {"reward/kl_penalty": -kl_coef * jnp.sum(seq_kl) / n_rows,
-               "kl/reward_kl": observed, "kl/coef": jnp.asarray(kl_coef, jnp.float32)}
-    return groups, kl_tok, metrics
+    rewards, metrics = scoring.kl_in_reward(groups.rewards, kl_tok, exp.mask, exp.row_valid,
+                                            kl_coef, per_token=algo.kl_reward_per_token)
+    return groups.replace(rewards=rewards), kl_tok, metrics
 
 
 def advantages_stage(groups: Groups, exp: Experience, *, algo: Algorithm,
@@ -328,14 +310,18 @@ def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
 def make_update_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                    rl: RLConfig, tx: optax.GradientTransformation, *,
                    value_tx: Optional[optax.GradientTransformation] = None):
-    """Jitted `(state, rollout, rewards[B']) -> (state, metrics)` for the split path.
+    """Jitted `(state, rollout, rewards[B'], rng=None) -> (state, metrics)` for the split path.
 
+    rng: the update's key (`step_keys`; then `state.rng` is left as given); without it
+    the key is split off `state.rng`.
     value_tx: the value model's optimizer (advantage="gae" only).
     """
     @functools.partial(jax.jit, donate_argnums=(0,))
-    def update_fn(state, rollout, rewards):
-        rng, update_rng = jax.random.split(state.rng)
-        return update(state.replace(rng=rng), rollout, rewards, update_rng,
+    def update_fn(state, rollout, rewards, rng=None):
+        if rng is None:  # Without a key from `step_keys`, split one off the state's.
+            state_rng, rng = jax.random.split(state.rng)
+            state = state.replace(rng=state_rng)
+        return update(state, rollout, rewards, rng,
                       num_samples=sampling_config.num_samples, model_config=model_config,
                       rl=rl, tx=tx, temperature=sampling_config.temperature,
                       value_tx=value_tx)
@@ -363,11 +349,11 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
     """
     @functools.partial(jax.jit, donate_argnums=(0,))
     def rl_step(state: TrainState, batch: Batch):
-        rng, sample_rng, update_rng = jax.random.split(state.rng, 3)
+        rng, sample_rng, update_rng = step_keys(state.rng)
         rollout = sampling.generate(decode_layout(state.params, decode_shardings),
                                     batch["prompt_tokens"], batch["prompt_mask"], sample_rng,
                                     model_config=model_config, sampling_config=sampling_config)
-        rewards, reward_metrics = score_on_device(
+        rewards, reward_metrics = scoring.score_on_device(
             rollout, batch["answers"], verifier=verifier, rl=rl,
             max_new_tokens=sampling_config.max_new_tokens)
         state, metrics = update(state.replace(rng=rng), rollout, rewards, update_rng,
@@ -380,6 +366,39 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
                                     "rewards": rewards}
         return state, metrics
     return rl_step
+
+
+def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
+                      rl: RLConfig, tx: optax.GradientTransformation, verify: Callable,
+                      tokenizer, *, value_tx: Optional[optax.GradientTransformation] = None,
+                      decode_shardings=None):
+    """`make_rl_step`'s twin for host verifiers: sample (jitted) → decode and score on the
+    host (`scoring.score_on_host`) → update (jitted), with the same keys (`step_keys`).
+
+    Args:
+      verify: fn(completion_text, example) -> float reward (>= 1 is correct).
+      tokenizer: decodes the completions for `verify`.
+
+    Returns:
+      step(state, batch, examples) -> (state, metrics, {"tokens" [B', N], "mask" [B', N],
+      "rewards" [B']}) with `examples` the batch's P' examples. The state is donated.
+    """
+    sample_fn = make_sample_fn(model_config, sampling_config, decode_shardings=decode_shardings)
+    update_fn = make_update_fn(model_config, sampling_config, rl, tx, value_tx=value_tx)
+    g = sampling_config.num_samples
+
+    def host_rl_step(state: TrainState, batch: Batch, examples):
+        rng, sample_rng, update_rng = step_keys(state.rng)
+        rollout = sample_fn(state.params, batch, sample_rng)
+        texts = scoring.decode_completions(tokenizer, rollout.tokens, rollout.mask)
+        rewards, reward_metrics = scoring.score_on_host(
+            rollout, texts, [ex for ex in examples for _ in range(g)], verify=verify, rl=rl,
+            max_new_tokens=sampling_config.max_new_tokens)
+        state, metrics = update_fn(state.replace(rng=rng), rollout, rewards, update_rng)
+        metrics.update(reward_metrics)
+        return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
+                                "rewards": rewards}
+    return host_rl_step
 
 
 def make_sft_step(model_config: ModelConfig, tx: optax.GradientTransformation, *,

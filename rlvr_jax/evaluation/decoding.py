@@ -1,0 +1,48 @@
+"""Prompts in, completion texts out: the decoding both evaluators share."""
+from typing import List, Optional, Sequence
+
+import jax
+import numpy as np
+
+from rlvr_jax import sampling
+from rlvr_jax.scoring import decode_completions  # noqa: F401  (re-exported)
+
+
+def encode_prompts(examples: Sequence, tokenizer, *, apply_chat_template: bool = False):
+    """(tokens [P, Tp] int32 left-padded, mask [P, Tp] int32) with BOS when the tokenizer has
+    one; Tp is the longest prompt."""
+    ids = []
+    for ex in examples:
+        text = ex.prompt
+        if apply_chat_template:
+            text = tokenizer.apply_chat_template([{"role": "user", "content": text}])
+        ids.append(tokenizer.encode(text, add_bos=tokenizer.bos_id is not None))
+    tokens, lengths = tokenizer.pad_left(ids)
+    width = tokens.shape[1]
+    mask = (np.arange(width)[None, :] >= width - lengths[:, None]).astype(np.int32)
+    return tokens, mask
+
+
+def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, rng, *,
+                   num_samples: int, greedy: bool = False, temperature: float = 1.0,
+                   top_p: float = 1.0, max_new_tokens: int, batch_size: int,
+                   buckets: Optional[Sequence[int]] = sampling.DEFAULT_BUCKETS
+                   ) -> List[List[str]]:
+    """Completions `[P][num_samples]` (texts up to the stop token) from `rlvr_jax.sampling.sample`,
+    `batch_size` prompts per call with key `fold_in(rng, call)`; the last batch is padded with
+    copies of its last prompt (one compiled shape) and the copies are dropped. `buckets`: the
+    prompt-length buckets of `sampling.sample` (None: the prompts' own width)."""
+    config = sampling.SamplingConfig(greedy=greedy, temperature=temperature, top_p=top_p,
+                                     max_new_tokens=max_new_tokens, num_samples=num_samples,
+                                     stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id)
+    p = len(prompt_tokens)
+    out: List[List[str]] = []
+    for i, start in enumerate(range(0, p, batch_size)):
+        rows = np.minimum(np.arange(start, start + batch_size), p - 1)
+        rollout = sampling.sample(params, prompt_tokens[rows], prompt_mask[rows],
+                                  jax.random.fold_in(rng, i), model_config=model_config,
+                                  sampling_config=config, buckets=buckets)
+        texts = decode_completions(tokenizer, rollout.tokens, rollout.mask)
+        keep = min(batch_size, p - start)
+        out += [texts[j * num_samples:(j + 1) * num_samples] for j in range(keep)]
+    return out

@@ -1,0 +1,74 @@
+"""Scoring a rollout: verdicts from a verifier, the reward metrics, the shaped rewards.
+
+Shapes: P' prompts, G samples each, B = P'·G sequences, N new tokens.
+"""
+from typing import Callable, Dict, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlvr_jax import sampling
+from rlvr_jax.scoring.shaping import rollout_shapers, shape
+
+Metrics = Dict[str, jax.Array]
+
+
+def is_correct(verdicts):
+    """A completion is correct when its verifier reward is at least 1 (every path, every
+    metric: `reward/correct`, eval pass@k)."""
+    return verdicts >= 1.0
+
+
+def reward_metrics(verdicts) -> Metrics:
+    """The verifier's metrics over all B sampled completions, before shaping and before
+    dynamic sampling picks groups.
+
+    reward/correct: the fraction of completions the verifier scores >= 1.
+    """
+    correct = is_correct(jnp.asarray(verdicts, jnp.float32)).astype(jnp.float32)
+    return {"reward/correct": jnp.mean(correct)}
+
+
+def score(verdicts: jax.Array, rollout: sampling.Rollout, shapers) -> Tuple[jax.Array, Metrics]:
+    """(rewards [B], metrics): the verdicts [B] shaped by `shapers` in order."""
+    metrics = reward_metrics(verdicts)
+    rewards, shaping_metrics = shape(verdicts, rollout, shapers)
+    metrics.update(shaping_metrics)
+    return rewards, metrics
+
+
+def score_on_device(rollout: sampling.Rollout, answers: jax.Array, *, verifier: Callable, rl,
+                    max_new_tokens: int) -> Tuple[jax.Array, Metrics]:
+    """Rewards [B] from a jittable token verifier, shaped as `rl` asks; jittable.
+
+    Args:
+      rollout: the sampler's output for B = P'·G sequences.
+      answers: [P'] int32 reference answers (repeated over the G samples here).
+      verifier: fn(tokens [B, N], mask [B, N], answers [B]) -> [B] float32.
+      rl: the `RLConfig` (its shaping fields).
+    """
+    g = rollout.tokens.shape[0] // answers.shape[0]
+    verdicts = verifier(rollout.tokens, rollout.mask, jnp.repeat(answers, g, axis=0))
+    return score(verdicts, rollout, rollout_shapers(rl, max_new_tokens))
+
+
+def decode_completions(tokenizer, tokens, mask) -> list:
+    """Completion texts [B] from sampler tokens [B, N] (up to the stop token)."""
+    out = []
+    for row, m in zip(np.asarray(tokens), np.asarray(mask)):
+        out.append(tokenizer.decode(row[np.asarray(m, bool)], stop_at_eos=True))
+    return out
+
+
+def verify_on_host(texts: Sequence[str], examples: Sequence, verify: Callable) -> np.ndarray:
+    """Verdicts [B] float32 of a host verifier fn(text, example) -> float."""
+    return np.array([verify(t, ex) for t, ex in zip(texts, examples)], np.float32)
+
+
+def score_on_host(rollout: sampling.Rollout, texts: Sequence[str], examples: Sequence, *,
+                  verify: Callable, rl, max_new_tokens: int) -> Tuple[jax.Array, Metrics]:
+    """`score_on_device`'s twin for host verifiers: texts [B] and their examples [B] (each
+    prompt's example repeated G times) → (rewards [B], metrics), shaped the same way."""
+    verdicts = jnp.asarray(verify_on_host(texts, examples, verify))
+    return score(verdicts, rollout, rollout_shapers(rl, max_new_tokens))

@@ -1,0 +1,75 @@
+"""Which verifier scores a run: chosen once from `config.reward.verifier` and the task.
+
+A task exposes its verifiers through methods (`verify`, `check_steps`, `answer_key`,
+`token_verifier`); nothing here tests a task's name. Data without a task (JSONL, Parquet,
+TFDS math problems) is scored by a math verifier on the reference answer.
+"""
+import dataclasses
+from typing import Callable, Optional
+
+VERIFIERS = ("auto", "token", "task", "math")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verifier:
+    """How the completions of one data source are scored.
+
+    Attributes:
+      verify: fn(completion_text, example) -> float reward on the host; >= 1 is correct.
+      answer_key: fn(completion_text) -> hashable answer or None (the votes of maj@k).
+      token: jittable fn(tokens [B, N], mask [B, N], answers [B] int32) -> [B] float32
+        scoring on device, or None (the run then scores on the host with `verify`).
+      check_steps: optional fn(completion_text, example) -> bool (CoT-pass@k).
+    """
+    verify: Callable
+    answer_key: Callable
+    token: Optional[Callable] = None
+    check_steps: Optional[Callable] = None
+
+    @property
+    def on_device(self) -> bool:
+        return self.token is not None
+
+
+def task_verifier(task, tokenizer=None) -> Verifier:
+    """A task's verifiers; the on-device one only when a tokenizer is given and the task has
+    one."""
+    token = None if tokenizer is None else task.token_verifier(tokenizer)
+    return Verifier(verify=task.verify, answer_key=task.answer_key, token=token,
+                    check_steps=task.check_steps)
+
+
+def math_verifier(kind: str = "rule") -> Verifier:
+    """A math verifier on `example.answer` (`rewards.get_math_verifier(kind)`: "rule",
+    "math_verify" or "auto"); maj@k votes on normalised extracted answers."""
+    from rlvr_jax import rewards  # Lazily: the rule verifier pulls in sympy-free parsing only.
+    reward = rewards.get_math_verifier(kind)
+
+    def verify(text, example):
+        return float(reward(text, example.answer))
+
+    def answer_key(text):
+        answer = rewards.extract_answer(text)
+        return None if answer is None else rewards.normalize_answer(answer)
+
+    return Verifier(verify=verify, answer_key=answer_key)
+
+
+def choose_verifier(name: str, task, tokenizer) -> Verifier:
+    """The verifier of a run: `name` is `config.reward.verifier`.
+
+    "auto": the task's on-device verifier when it has one, else its host verifier, else
+    (no task) the math rule verifier; "token": the task's on-device verifier (an error if
+    it has none); "task": the task's host verifier; "math": the math rule verifier.
+    """
+    if name not in VERIFIERS:
+        raise ValueError(f"reward.verifier must be one of {VERIFIERS}; got {name!r}")
+    if name == "math" or (task is None and name == "auto"):
+        return math_verifier("rule")
+    if task is None:
+        raise ValueError(f"reward.verifier={name!r} needs data.source='task'")
+    verifier = task_verifier(task, tokenizer if name in ("auto", "token") else None)
+    if name == "token" and not verifier.on_device:
+        raise ValueError(f"reward.verifier='token' needs a task with an on-device verifier; "
+                         f"{task.name!r} has none (use 'task' or 'auto')")
+    return verifier

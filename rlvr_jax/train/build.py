@@ -1,0 +1,215 @@
+"""Builders: everything a run needs, made from its config (used by `loop.run`).
+
+Each function reads the config and returns one object: the model config, the task and its
+data sources, the mesh and a `Placer`, the optimizers, the RL state, the held-out evaluator
+and the RL step program (one jitted program with an on-device verifier, else the split
+path). None of them trains.
+"""
+from typing import Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlvr_jax import evaluation, models, sampling, scoring, sharding, tasks
+from rlvr_jax.data import datasets
+from rlvr_jax.train import state as state_lib
+from rlvr_jax.train import step as step_lib
+from rlvr_jax.train.rl_config import RLConfig
+
+
+def build_model_config(config, tokenizer) -> models.ModelConfig:
+    """The ModelConfig from `config.model` (preset + non-zero overrides, or an HF dir)."""
+    m = config.model
+    if m.hf_checkpoint:
+        from rlvr_jax.models import hf
+        base = hf.config_from_hf(m.hf_checkpoint)
+    else:
+        base = models.presets.get(m.preset)
+    overrides = {k: m[k] for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
+                                   "d_ff") if m[k]}
+    overrides["vocab_size"] = m.vocab_size or (base.vocab_size if m.hf_checkpoint or
+                                               m.preset != "tiny" else tokenizer.vocab_size)
+    if overrides["vocab_size"] < tokenizer.vocab_size:
+        raise ValueError(f"model vocab_size {overrides['vocab_size']} is smaller than the "
+                         f"tokenizer's {tokenizer.vocab_size}")
+    return base.replace(dtype=m.dtype, param_dtype=m.param_dtype, remat=m.remat, **overrides)
+
+
+def build_task_and_sources(config):
+    """(task or None, train source, test source) from `config.data`."""
+    d = config.data
+    if d.source == "task":
+        task = tasks.get(d.task, **d.task_kwargs.to_dict())
+        return (task, datasets.TaskSource(task, seed=config.seed, split="train"),
+                datasets.TaskSource(task, seed=config.seed + 1, split="test"))
+    readers = {"jsonl": datasets.read_jsonl, "parquet": datasets.read_parquet}
+    if d.source in readers:
+        data = readers[d.source](d.path, prompt_field=d.prompt_field, answer_field=d.answer_field)
+        return None, data, data
+    if d.source == "tfds":
+        return None, datasets.read_tfds(d.path, split="train"), datasets.read_tfds(d.path,
+                                                                                   split="test")
+    raise ValueError(f"data.source must be task, jsonl, parquet or tfds; got {d.source!r}")
+
+
+def build_mesh(config):
+    mesh_cfg = sharding.default_mesh_config()
+    for key in mesh_cfg:
+        if key in config.mesh:
+            mesh_cfg[key] = config.mesh[key]
+    devices = jax.devices()
+    if config.mesh.num_devices:
+        devices = devices[:config.mesh.num_devices]
+    return sharding.make_mesh(mesh_cfg, devices=devices), sharding.get_rules(config.mesh.rules)
+
+
+def prompt_mask(lengths: np.ndarray, width: int) -> np.ndarray:
+    """[P, width] int32, 1 on the real tokens of left-padded prompts of `lengths`."""
+    return (np.arange(width)[None, :] >= width - lengths[:, None]).astype(np.int32)
+
+
+class Placer:
+    """Puts params, states and batches on the mesh."""
+
+    def __init__(self, mesh, rules, model_config):
+        self.mesh, self.rules = mesh, rules
+        self.specs = models.param_logical_axes(model_config)
+        self.value_specs = models.value_logical_axes(model_config)
+
+    def params(self, params):
+        return sharding.shard_params(params, self.specs, self.mesh, self.rules)
+
+    def opt_state(self, opt_state, tx, params):
+        return sharding.shard_optimizer_state(opt_state, tx, params, self.specs, self.mesh,
+                                              self.rules)
+
+    def value_params(self, value_params):
+        return sharding.shard_params(value_params, self.value_specs, self.mesh, self.rules)
+
+    def value_opt_state(self, opt_state, tx, value_params):
+        return sharding.shard_optimizer_state(opt_state, tx, value_params, self.value_specs,
+                                              self.mesh, self.rules)
+
+    def batch(self, batch):
+        # Every process's loader yields the whole global batch (same seed, same order).
+        return sharding.make_global_batch(batch, self.mesh, rules=self.rules,
+                                          same_on_all_processes=True)
+
+
+def initial_params(config, model_config, placer: Placer, rng):
+    """The policy's first parameters (an HF checkpoint or a fresh init), placed."""
+    if config.model.hf_checkpoint:
+        from rlvr_jax.models import hf
+        _, params = hf.load_hf_checkpoint(config.model.hf_checkpoint, dtype=config.model.dtype,
+                                          param_dtype=config.model.param_dtype)
+    else:
+        params = models.init_params(model_config, rng)
+    return placer.params(params)
+
+
+def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
+    return datasets.PromptLoader(source, tokenizer, batch_size=batch_size,
+                                 max_prompt_len=config.data.max_prompt_len,
+                                 overflow=config.data.overflow, **kwargs)
+
+
+def build_evaluator(config, model_config, tokenizer, test_source,
+                    verifier: scoring.Verifier) -> evaluation.Evaluator:
+    """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts."""
+    loader = prompt_loader(config, test_source, tokenizer, config.eval.num_prompts,
+                           shuffle=False)
+    pb = next(loader)
+    data = evaluation.EvalData.scored_by("held-out", pb.examples, verifier)
+    return evaluation.Evaluator(model_config, tokenizer, pb.tokens,
+                                prompt_mask(pb.lengths, config.data.max_prompt_len), data,
+                                max_new_tokens=config.sampling.max_new_tokens,
+                                batch_size=config.eval.batch_size, k=config.eval.k,
+                                temperature=config.eval.temperature)
+
+
+def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
+    s = config.sampling
+    return sampling.SamplingConfig(
+        temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+        max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,),
+        num_samples=config.rl.num_samples, pad_id=tokenizer.pad_id)
+
+
+def prompts_per_step(config) -> int:
+    """P': the prompts sampled per RL step (more than P with dynamic sampling)."""
+    if not config.rl.dynamic_sampling:
+        return config.rl.num_prompts
+    return int(round(config.rl.num_prompts * max(config.rl.oversample, 1.0)))
+
+
+def sft_state(config, params, placer: Placer, rng) -> Tuple[state_lib.TrainState, object]:
+    """(the warm-up's TrainState, its optimizer)."""
+    tx = state_lib.make_optimizer(learning_rate=config.sft.learning_rate,
+                                  warmup_steps=config.sft.warmup_steps, max_grad_norm=1.0)
+    state = state_lib.create_train_state(params, tx, rng)
+    return state.replace(opt_state=placer.opt_state(state.opt_state, tx, params)), tx
+
+
+def rl_optimizers(config, rl: RLConfig):
+    """(policy optimizer, value optimizer or None)."""
+    max_norm = config.rl.max_grad_norm or None
+    tx = state_lib.make_optimizer(learning_rate=config.rl.learning_rate,
+                                  warmup_steps=config.rl.warmup_steps,
+                                  total_steps=config.rl.steps * rl.epochs * rl.minibatches,
+                                  schedule=config.rl.schedule,
+                                  weight_decay=config.rl.weight_decay, max_grad_norm=max_norm)
+    value_tx = None
+    if rl.needs_value:
+        value_tx = state_lib.make_optimizer(learning_rate=config.rl.value_learning_rate,
+                                            max_grad_norm=max_norm)
+    return tx, value_tx
+
+
+def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config, init_rng,
+             rl_rng) -> state_lib.TrainState:
+    """The RL TrainState: policy (+ reference copy, + value model from the policy), placed."""
+    value_params = None
+    if rl.needs_value:  # PPO: a value model initialised from the (warmed-up) policy.
+        value_params = placer.value_params(models.init_value_params(
+            model_config, init_rng, params))
+    state = state_lib.create_train_state(
+        params, tx, rl_rng,
+        ref_params=jax.tree.map(jnp.copy, params) if rl.needs_reference else None,
+        value_params=value_params, value_tx=value_tx,
+        kl_coef=rl.kl_coef if rl.adaptive_kl else None)
+    state = state.replace(opt_state=placer.opt_state(state.opt_state, tx, params))
+    if rl.needs_value:
+        state = state.replace(value_opt_state=placer.value_opt_state(
+            state.value_opt_state, value_tx, value_params))
+    return state
+
+
+def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.Verifier,
+               tx, value_tx, placer: Placer, params):
+    """step(state, batch, examples) -> (state, metrics, samples): `make_rl_step` (one
+    program) with an on-device verifier, else `make_host_rl_step` (the split path)."""
+    decode_shardings = None
+    if config.sampling.decode_rules:  # Re-lay the parameters out for decoding.
+        decode_shardings = sharding.logical_to_mesh_sharding(
+            placer.specs, placer.mesh, sharding.get_rules(config.sampling.decode_rules), params)
+    sc = sampling_config(config, tokenizer)
+    if not verifier.on_device:
+        return step_lib.make_host_rl_step(model_config, sc, rl, tx, verifier.verify, tokenizer,
+                                          value_tx=value_tx, decode_shardings=decode_shardings)
+    rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, verifier.token,
+                                    return_rollout=True, decode_shardings=decode_shardings,
+                                    value_tx=value_tx)
+    return lambda state, batch, examples: rl_step(state, batch)
+
+
+def place_rl_batch(placer: Placer, pb, width: int) -> dict:
+    return placer.batch({"prompt_tokens": pb.tokens, "prompt_mask": prompt_mask(pb.lengths, width),
+                         "answers": pb.answers})
+
+
+def decode_first_samples(tokenizer, samples, g: int, k: int) -> Tuple[list, np.ndarray]:
+    """(texts, rewards) of the first sample of each of the first k prompts."""
+    rows = slice(0, g * k, g)
+    texts = scoring.decode_completions(tokenizer, samples["tokens"][rows], samples["mask"][rows])
+    return texts, np.asarray(samples["rewards"][rows])
