@@ -84,7 +84,9 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
     from rlvr_jax.train import state as state_lib
     from rlvr_jax.train import step as step_lib
 
-    overrides = dict(dtype=dtype, param_dtype=param_dtype, remat=remat)
+    # The layer scan (scan_unroll=1) keeps a shallow copy's per-layer cost that of the deep
+    # model, so the per-layer extrapolation holds (the table in docs/performance.md).
+    overrides = dict(dtype=dtype, param_dtype=param_dtype, remat=remat, scan_unroll=1)
     if n_layers is not None:
         overrides["n_layers"] = n_layers
     mc = model_config(preset, **overrides)

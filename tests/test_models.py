@@ -382,7 +382,7 @@ def test_layer_scan_unrolled_or_not_gives_the_same_forward(tiny_config, tiny_par
     tokens = jnp.asarray(np.random.default_rng(9).integers(1, tiny_config.vocab_size, (2, 7)),
                          jnp.int32)
     assert tiny_config.layer_unroll == tiny_config.n_layers  # auto: shallow models unroll
-    deep = tiny_config.replace(n_layers=12)
+    deep = tiny_config.replace(n_layers=40)
     assert deep.layer_unroll == 1 and deep.replace(scan_unroll=3).layer_unroll == 3
     unrolled = transformer.forward(tiny_params, tokens, config=tiny_config)[0]
     scanned = transformer.forward(tiny_params, tokens, config=tiny_config.replace(scan_unroll=1))[0]

@@ -33,7 +33,8 @@ def build_model_config(config, tokenizer) -> models.ModelConfig:
     if overrides["vocab_size"] < tokenizer.vocab_size:
         raise ValueError(f"model vocab_size {overrides['vocab_size']} is smaller than the "
                          f"tokenizer's {tokenizer.vocab_size}")
-    return base.replace(dtype=m.dtype, param_dtype=m.param_dtype, remat=m.remat, **overrides)
+    return base.replace(dtype=m.dtype, param_dtype=m.param_dtype, remat=m.remat,
+                        scan_unroll=m.get("scan_unroll", 0), **overrides)
 
 
 def build_task_and_sources(config):

@@ -43,6 +43,8 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.model.dtype = "float32"        # Compute dtype ("bfloat16" on accelerators).
     c.model.param_dtype = "float32"
     c.model.remat = "none"           # none | full | dots | dots_no_batch.
+    c.model.scan_unroll = 0          # Training forward: 0 auto (unrolled up to 32 layers),
+    #                                  1 layer scan, L fully unrolled.
 
     c.tokenizer = "builtin"          # "builtin", a .model file, tokenizer.json or an HF dir.
 
