@@ -18,12 +18,11 @@ Parts (each interleaves the implementations call by call: A, B, C, A, B, C, ...)
            same optimizer (clip_by_global_norm(1) + AdamW lr 1e-6, wd 0)
   cost     XLA cost_analysis() (flops, bytes accessed) of ONE decode-loop body of each
            implementation (donated state, as in the loop), + the optimized HLO saved to --hlo-dir.
-           XLA counts a while-loop body once, so ours (layers in an nn.scan) is ALSO analysed
-           with the layer scan fully unrolled (exact count); tunix unrolls its layers in Python.
+           Both run their layers one by one in the decode step, so every layer is counted.
   decode   diagnostic: ms per decode step of each loop body called on its own (jitted, state
-           donated), interleaved; plus ours with the layer scan unrolled (a patched variant)
+           donated), interleaved
   train    one optimizer step on a fixed 32-row rollout (2 micro-batches): ours update_fn
-           with default settings (and, diagnostic, with the layer scan unrolled) vs tunix's
+           with default settings (and, diagnostic, with the layer scan, `--remat` policies) vs tunix's
            own jitted train step called twice (grad-accum 2 via optax.MultiSteps)
 
 Every timed call records wall time and process CPU time (all threads), since the 2-core
@@ -65,7 +64,7 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import sampling
-from rlvr_jax.models import transformer
+from rlvr_jax.models import decoding, transformer
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
@@ -158,24 +157,6 @@ def ratios(res, pairs):
         out[label] = {"wall": round(res["median_wall_s"][a] / res["median_wall_s"][b], 3),
                       "cpu": round(res["median_cpu_s"][a] / res["median_cpu_s"][b], 3)}
     return out
-
-
-class unrolled_layer_scan:
-    """Diagnostic only: makes flax.linen.scan fully unroll (rlvr_jax stacks its layers with
-    nn.scan). Active while a function is TRACED (its first call)."""
-
-    def __enter__(self):
-        import flax.linen as nn
-        self._orig = nn.scan
-
-        def scan(*a, **k):
-            k["unroll"] = k.get("length") or 1
-            return self._orig(*a, **k)
-        nn.scan = scan
-
-    def __exit__(self, *exc):
-        import flax.linen as nn
-        nn.scan = self._orig
 
 
 # ----------------------------------------------------------------------------- models
@@ -543,7 +524,7 @@ T_MID = 64  # the decode step the diagnostic states are set at (shapes do not de
 
 def ours_decode_state():
     """generate()'s while-loop state at step T_MID (cache of Tp + N - 1 slots, 32 rows)."""
-    cache = transformer.init_cache(MC, B, TP + N - 1)
+    cache = decoding.init_cache(MC, B, TP + N - 1)
     cache["mask"] = cache["mask"].at[:, :TP + T_MID].set(1)
     cache["index"] = jnp.asarray(TP + T_MID - 1, jnp.int32)
     return (jnp.asarray(T_MID, jnp.int32), cache, jnp.ones((B,), jnp.int32),
@@ -551,34 +532,22 @@ def ours_decode_state():
             jnp.zeros((B, N), jnp.int32))
 
 
+_PREPARED = {}
+
+
+def prepared_params():
+    """The parameters as the decode loop reads them (prepared once per rollout)."""
+    if "p" not in _PREPARED:
+        _PREPARED["p"] = jax.jit(lambda p: decoding.prepare_params(p, MC))(PARAMS)
+    return _PREPARED["p"]
+
+
 def make_ours_body():
-    """rlvr_jax.sampling.generate's decode-loop body, verbatim (its step 3), jitted with the
-    loop state donated (in the loop it is updated in place)."""
-    mc, sc = MC, SC
+    """`sampling.decode_step` (one iteration of generate's decode loop), jitted with the loop
+    state donated (in the loop it is updated in place)."""
     step_key = jax.random.PRNGKey(0)
-    stop_ids = jnp.asarray((-1,), jnp.int32)
-
-    def is_stop(tok):  # no stop tokens configured: as in generate()
-        return jnp.zeros(tok.shape, bool)
-
-    def body(params, state):
-        t, cache, tok, done, tokens, logps, masks = state
-        active = ~done
-        feed = jnp.where(active, tok, sc.pad_id)
-        logits, cache = transformer.forward(
-            params, feed[:, None], config=mc, attention_mask=active[:, None].astype(jnp.int32),
-            cache=cache)
-        new, logp = sampling._sample(logits[:, 0], jax.random.fold_in(step_key, t), sc)
-        new = jnp.where(active, new, sc.pad_id)
-        logp = jnp.where(active, logp, 0.0)
-        tokens = jax.lax.dynamic_update_slice_in_dim(tokens, new[:, None], t, axis=1)
-        logps = jax.lax.dynamic_update_slice_in_dim(logps, logp[:, None], t, axis=1)
-        masks = jax.lax.dynamic_update_slice_in_dim(
-            masks, active[:, None].astype(jnp.int32), t, axis=1)
-        done = done | is_stop(new)
-        return t + 1, cache, new, done, tokens, logps, masks
-    del stop_ids
-    return jax.jit(body, donate_argnums=(1,))
+    return jax.jit(lambda prep, state: sampling.decode_step(
+        prep, state, step_key, model_config=MC, sampling_config=SC), donate_argnums=(1,))
 
 
 def make_tunix_body(sampler):
@@ -588,24 +557,13 @@ def make_tunix_body(sampler):
 
 def part_cost(hlo_dir):
     res = {}
-    ours = make_ours_body()
-    ours_c = ours.lower(PARAMS, ours_decode_state()).compile()
-    res["ours_decode_body_as_run(layer scan: XLA counts ONE layer)"] = _cost(ours_c)
-    with unrolled_layer_scan():
-        ours_u = make_ours_body().lower(PARAMS, ours_decode_state()).compile()
-    res["ours_decode_body_unrolled_layers(exact count)"] = _cost(ours_u)
-    # model forward only, one token, with the cache (unrolled for an exact count)
-    with unrolled_layer_scan():
-        fwd = jax.jit(lambda p, tok, c: transformer.forward(
-            p, tok[:, None], config=MC, cache=c, attention_mask=jnp.ones((B, 1), jnp.int32)),
-            donate_argnums=(2,))
-        res["ours_decode_forward_only_unrolled"] = _cost(
-            fwd.lower(PARAMS, jnp.zeros((B,), jnp.int32), ours_decode_state()[1]).compile())
-        pre = jax.jit(lambda p, t, m: transformer.forward(
-            p, t, config=MC, attention_mask=m, return_hidden=True,
-            cache=transformer.init_cache(MC, P, TP)))
-        res["ours_prefill_8_prompts_unrolled"] = _cost(
-            pre.lower(PARAMS, jnp.asarray(PROMPTS8), jnp.ones((P, TP), jnp.int32)).compile())
+    ours_c = make_ours_body().lower(prepared_params(), ours_decode_state()).compile()
+    res["ours_decode_body (layer by layer: every layer counted)"] = _cost(ours_c)
+    fwd = jax.jit(lambda p, tok, c: decoding.forward(
+        p, tok[:, None], config=MC, cache=c, attention_mask=jnp.ones((B, 1), jnp.int32)),
+        donate_argnums=(2,))
+    res["ours_decode_forward_only"] = _cost(
+        fwd.lower(prepared_params(), jnp.zeros((B,), jnp.int32), ours_decode_state()[1]).compile())
 
     sampler = make_tunix_sampler()
     st = tunix_init_state(sampler, 0)
@@ -634,8 +592,7 @@ def part_cost(hlo_dir):
     res["flops_min_matmuls_per_step"] = 2 * B * MC.num_params(include_embedding=False)
     if hlo_dir:
         os.makedirs(hlo_dir, exist_ok=True)
-        for name, c in [("ours_decode_body_as_run", ours_c),
-                        ("ours_decode_body_unrolled", ours_u), ("tunix_decode_body", tun_c)]:
+        for name, c in [("ours_decode_body", ours_c), ("tunix_decode_body", tun_c)]:
             with open(os.path.join(hlo_dir, name + ".hlo.txt"), "w") as f:
                 f.write(c.as_text())
     log("[cost]", json.dumps(res, indent=1))
@@ -646,9 +603,6 @@ def part_cost(hlo_dir):
 def part_decode(repeats, steps=16):
     """ms per decode step: each loop body called `steps` times in a row (state fed back)."""
     ours = make_ours_body()
-    with unrolled_layer_scan():
-        ours_u = make_ours_body()
-        jax.block_until_ready(ours_u(PARAMS, ours_decode_state()))  # trace while patched
     sampler = make_tunix_sampler()
     tun = make_tunix_body(sampler)
     tstate = sampler._flattened_transformer_state
@@ -659,7 +613,7 @@ def part_decode(repeats, steps=16):
             jax.block_until_ready(st)
             t = time.perf_counter()
             for _ in range(steps):
-                st = fn(PARAMS, st)
+                st = fn(prepared_params(), st)
             jax.block_until_ready(st)
             return {"ms_per_step": (time.perf_counter() - t) / steps * 1e3}
         return go
@@ -673,16 +627,12 @@ def part_decode(repeats, steps=16):
         jax.block_until_ready(st.token_buffer)
         return {"ms_per_step": (time.perf_counter() - t) / steps * 1e3}
 
-    runners = {"ours_body": run_ours(ours), "tunix_body": run_tunix,
-               "ours_body_unrolled_layers(diagnostic)": run_ours(ours_u)}
+    runners = {"ours_body": run_ours(ours), "tunix_body": run_tunix}
     res = run_interleaved(runners, repeats, "decode")
     res["steps_per_call"] = steps
     res["ratios"] = {
         "ours / tunix (ms per step)": round(res["extra_median"]["ours_body.ms_per_step"] /
-                                            res["extra_median"]["tunix_body.ms_per_step"], 3),
-        "ours unrolled / tunix": round(
-            res["extra_median"]["ours_body_unrolled_layers(diagnostic).ms_per_step"] /
-            res["extra_median"]["tunix_body.ms_per_step"], 3)}
+                                            res["extra_median"]["tunix_body.ms_per_step"], 3)}
     log("[decode]", json.dumps(res, indent=1))
     return res
 
@@ -696,12 +646,10 @@ def part_train(repeats):
     tx = make_tx()
     runners = {}
 
-    def ours_update(rl, unrolled=False, remat="none"):
-        update_fn = step_lib.make_update_fn(MC.replace(remat=remat), SC, rl, tx)
+    def ours_update(rl, scan_unroll=0, remat="none"):
+        mc = MC.replace(remat=remat, scan_unroll=scan_unroll)
+        update_fn = step_lib.make_update_fn(mc, SC, rl, tx)
         h = {"st": fresh_state(3)}
-        if unrolled:
-            with unrolled_layer_scan():
-                h["st"], _ = update_fn(h["st"], rollout, rewards)  # trace while patched
 
         def go(r):
             h["st"], m = update_fn(h["st"], rollout, rewards)
@@ -732,8 +680,8 @@ def part_train(repeats):
         jax.block_until_ready((outs, nnx.state(trainer.model, nnx.Param)))
         return {}
     runners["tunix_train_step_x2"] = tunix_train
-    runners["ours_update(unrolled layers, diagnostic)"] = ours_update(
-        step_lib.RLConfig(num_prompts=P, microbatches=MICRO), unrolled=True)
+    runners["ours_update(layer scan, diagnostic)"] = ours_update(
+        step_lib.RLConfig(num_prompts=P, microbatches=MICRO), scan_unroll=1)
     for policy in args.remat.split(",") if args.remat else ():
         runners[f"ours_update(remat={policy}, diagnostic)"] = ours_update(
             step_lib.RLConfig(num_prompts=P, microbatches=MICRO), remat=policy)
