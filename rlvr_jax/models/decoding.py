@@ -33,7 +33,6 @@ from rlvr_jax.models.config import ModelConfig
 Cache = Dict[str, Any]
 Prepared = Dict[str, Any]
 
-_NEG_INF = -1e30  # As in transformer.py: finite, so fully masked rows never give NaN.
 CACHE_AXES = ("batch", "kv_heads", "length", "kv")  # Logical axes of one layer's k or v.
 
 
@@ -104,7 +103,6 @@ def _rms_norm(x, scale, eps):
 def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig):
     """One layer's attention over its cache; returns (out [B, T, D], new k, new v)."""
     from rlvr_jax.models import transformer  # The shared RoPE helpers.
-    dt = cfg.compute_dtype
 
     def proj(name, axis):
         y = jnp.einsum("btd,dhk->bthk", x, lp[f"{name}_kernel"])
@@ -128,16 +126,7 @@ def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig
         return nn.with_logical_constraint(out, CACHE_AXES)
 
     k_cache, v_cache = write(k_cache, k), write(v_cache, v)
-    batch, tq = q.shape[:2]
-    groups = cfg.n_heads // cfg.n_kv_heads
-    q = q.reshape(batch, tq, cfg.n_kv_heads, groups, cfg.head_dim)
-    scores = jnp.einsum("btngk,bnsk->bngts", q, k_cache.astype(dt),
-                        preferred_element_type=jnp.float32)
-    scores = scores * (cfg.head_dim ** -0.5)
-    scores = jnp.where(mask, scores, _NEG_INF)
-    probs = jax.nn.softmax(scores, axis=-1).astype(dt)
-    out = jnp.einsum("bngts,bnsk->btngk", probs, v_cache.astype(dt))
-    out = out.reshape(batch, tq, cfg.n_heads, cfg.head_dim)
+    out = transformer.grouped_attention(q, k_cache, v_cache, mask, cfg, kv_layout="bnsk")
     return jnp.einsum("bthk,hkd->btd", out, lp["o_kernel"]), k_cache, v_cache
 
 

@@ -98,6 +98,30 @@ def attention_mask_from(q_segments, kv_segments, q_slots, kv_slots):
     return (causal & same)[:, None, None, :, :]
 
 
+def grouped_attention(q, keys, values, mask, cfg: ModelConfig, *, kv_layout: str):
+    """Softmax attention of q [B, T, H, Dh] over GQA keys / values, in the compute dtype.
+
+    Args:
+      q: [B, T, H, Dh] queries (RoPE applied).
+      keys, values: [B, S, Hkv, Dh] (kv_layout "bsnk", the training forward) or
+        [B, Hkv, S, Dh] ("bnsk", the decode cache, read in place).
+      mask: boolean, broadcastable to [B, Hkv, H / Hkv, T, S].
+
+    Returns: [B, T, H, Dh].
+    """
+    dt = cfg.compute_dtype
+    batch, tq = q.shape[:2]
+    groups = cfg.n_heads // cfg.n_kv_heads
+    q = q.reshape(batch, tq, cfg.n_kv_heads, groups, cfg.head_dim)
+    scores = jnp.einsum(f"btngk,{kv_layout}->bngts", q, keys.astype(dt),
+                        preferred_element_type=jnp.float32)
+    scores = scores * (cfg.head_dim ** -0.5)
+    scores = jnp.where(mask, scores, _NEG_INF)
+    probs = jax.nn.softmax(scores, axis=-1).astype(dt)
+    out = jnp.einsum(f"bngts,{kv_layout}->btngk", probs, values.astype(dt))
+    return out.reshape(batch, tq, cfg.n_heads, cfg.head_dim)
+
+
 class Attention(nn.Module):
     """Grouped-query self-attention with RoPE, optional QKV bias and q/k RMSNorm."""
     config: ModelConfig
@@ -132,17 +156,8 @@ class Attention(nn.Module):
         q = apply_rope(q, positions, inv_freq)
         keys = apply_rope(keys, positions, inv_freq)
 
-        batch, tq = q.shape[:2]
-        groups = cfg.n_heads // cfg.n_kv_heads
-        q = q.reshape(batch, tq, cfg.n_kv_heads, groups, cfg.head_dim)
-        scores = jnp.einsum("btngk,bsnk->bngts", q, keys.astype(dt),
-                            preferred_element_type=jnp.float32)
-        scores = scores * (cfg.head_dim ** -0.5)
         mask = attention_mask_from(segments, segments, slots, slots)
-        scores = jnp.where(mask, scores, _NEG_INF)
-        probs = jax.nn.softmax(scores, axis=-1).astype(dt)
-        out = jnp.einsum("bngts,bsnk->btngk", probs, values.astype(dt))
-        out = out.reshape(batch, tq, cfg.n_heads, cfg.head_dim)
+        out = grouped_attention(q, keys, values, mask, cfg, kv_layout="bsnk")
         wo = _param(self, "o_kernel", init, (cfg.n_heads, cfg.head_dim, cfg.d_model),
                     ("heads", "kv", "embed"), pdt)
         return jnp.einsum("bthk,hkd->btd", out, wo.astype(dt))
