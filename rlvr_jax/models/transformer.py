@@ -6,7 +6,9 @@ The model is a pure function of an explicit parameter pytree:
     logits, cache = forward(params, tokens, config=config, attention_mask=mask)
 
 Layers are stacked with `nn.scan` (every per-layer parameter has a leading
-`layers` axis), so compile time does not grow with depth. Every parameter
+`layers` axis). The scan is unrolled for models of up to 32 layers by default
+(`ModelConfig.scan_unroll`: faster, and less memory on an H100) and kept rolled
+above that, so compile time stays flat for deep models. Every parameter
 carries logical axis names (`param_logical_axes`) which `rlvr_jax.sharding`
 maps onto mesh axes.
 
@@ -204,7 +206,7 @@ _REMAT_POLICIES = {
 
 
 class Transformer(nn.Module):
-    """Embedding → L scanned blocks → final norm (→ LM head unless return_hidden)."""
+    """Embedding → L stacked blocks (scanned or unrolled) → final norm (→ LM head)."""
     config: ModelConfig
 
     def setup(self):
