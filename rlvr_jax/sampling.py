@@ -72,6 +72,8 @@ class SamplingConfig:
         loop bodies; measure it). 0 = one loop over the full cache.
       max_length: optional cap on prompt + new tokens (the cache size); longer
         prompts are rejected by `validate_prompts`.
+      vocab_limit: if 0 < vocab_limit < V, ids >= vocab_limit are never drawn (a model
+        whose embedding is padded past its tokenizer's vocabulary); 0 = off.
     """
     temperature: float = 1.0
     top_k: int = 0
@@ -84,6 +86,7 @@ class SamplingConfig:
     cache_dtype: Optional[str] = None
     cache_window: int = 0
     max_length: Optional[int] = None
+    vocab_limit: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
@@ -101,6 +104,8 @@ class SamplingConfig:
             raise ValueError(f"num_samples (G) must be >= 1, got {self.num_samples}")
         if self.pad_id < 0 or any(t < 0 for t in self.stop_token_ids):
             raise ValueError("pad_id and stop_token_ids must be non-negative token ids")
+        if self.vocab_limit < 0:
+            raise ValueError(f"vocab_limit must be >= 0 (0 = off), got {self.vocab_limit}")
         if self.cache_window < 0:
             raise ValueError(f"cache_window must be >= 0 (0 = off), got {self.cache_window}")
         if self.max_length is not None and self.max_length <= self.max_new_tokens:
@@ -152,6 +157,10 @@ class Rollout:
 # ----------------------------------------------------------------------------- one step
 
 def _sample(logits, rng, sc: SamplingConfig):
+    """(tokens [B], log-probs [B]) drawn from logits [B, V] as `sc` says."""
+    if 0 < sc.vocab_limit < logits.shape[-1]:  # Padded ids: never drawn.
+        column = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
+        logits = jnp.where(column < sc.vocab_limit, logits, jnp.finfo(logits.dtype).min)
     return sample_tokens(logits, rng, temperature=sc.temperature, top_k=sc.top_k,
                          top_p=sc.top_p, greedy=sc.greedy)
 

@@ -34,7 +34,8 @@ def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, 
     prompt-length buckets of `sampling.sample` (None: the prompts' own width)."""
     config = sampling.SamplingConfig(greedy=greedy, temperature=temperature, top_p=top_p,
                                      max_new_tokens=max_new_tokens, num_samples=num_samples,
-                                     stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id)
+                                     stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id,
+                                     vocab_limit=tokenizer.vocab_size)
     p = len(prompt_tokens)
     out: List[List[str]] = []
     for i, start in enumerate(range(0, p, batch_size)):

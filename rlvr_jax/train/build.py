@@ -16,6 +16,7 @@ from rlvr_jax.data import datasets
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.rl_config import RLConfig
+from rlvr_jax.train.validate import ConfigError, user_input
 
 
 def build_model_config(config, tokenizer) -> models.ModelConfig:
@@ -30,28 +31,52 @@ def build_model_config(config, tokenizer) -> models.ModelConfig:
                                    "d_ff") if m[k]}
     overrides["vocab_size"] = m.vocab_size or (base.vocab_size if m.hf_checkpoint or
                                                m.preset != "tiny" else tokenizer.vocab_size)
-    if overrides["vocab_size"] < tokenizer.vocab_size:
-        raise ValueError(f"model vocab_size {overrides['vocab_size']} is smaller than the "
-                         f"tokenizer's {tokenizer.vocab_size}")
     return base.replace(dtype=m.dtype, param_dtype=m.param_dtype, remat=m.remat,
                         scan_unroll=m.get("scan_unroll", 0), **overrides)
 
 
 def build_task_and_sources(config):
-    """(task or None, train source, test source) from `config.data`."""
+    """(task or None, train source, test source) from `config.data`; a missing file or a
+    malformed line raises `ConfigError` naming `data.path` and the line."""
     d = config.data
     if d.source == "task":
-        task = tasks.get(d.task, **d.task_kwargs.to_dict())
+        with user_input("data.task_kwargs"):
+            task = tasks.get(d.task, **d.task_kwargs.to_dict())
         return (task, datasets.TaskSource(task, seed=config.seed, split="train"),
                 datasets.TaskSource(task, seed=config.seed + 1, split="test"))
     readers = {"jsonl": datasets.read_jsonl, "parquet": datasets.read_parquet}
-    if d.source in readers:
-        data = readers[d.source](d.path, prompt_field=d.prompt_field, answer_field=d.answer_field)
-        return None, data, data
-    if d.source == "tfds":
-        return None, datasets.read_tfds(d.path, split="train"), datasets.read_tfds(d.path,
-                                                                                   split="test")
-    raise ValueError(f"data.source must be task, jsonl, parquet or tfds; got {d.source!r}")
+    with user_input("data.path"):
+        if d.source in readers:
+            data = readers[d.source](d.path, prompt_field=d.prompt_field,
+                                     answer_field=d.answer_field)
+            return None, data, data
+        if d.source == "tfds":
+            return None, datasets.read_tfds(d.path, split="train"), datasets.read_tfds(
+                d.path, split="test")
+    raise ConfigError(f"data.source: must be task, jsonl, parquet or tfds; got {d.source!r}")
+
+
+def check_vocabulary(config, model_config, tokenizer, source, sample: int = 64) -> None:
+    """Raises `ConfigError` when the tokenizer clearly is not the model's: its special ids,
+    or the ids of the first `sample` prompts (chat template and BOS included) and their
+    worked solutions or answers, reach past the model's vocabulary. (A model vocabulary
+    larger than the tokenizer's is normal — padded embeddings; those ids are never sampled,
+    see `sampling_config`.)"""
+    v = model_config.vocab_size
+    loader = prompt_loader(config, source, tokenizer, 1, shuffle=False)
+    n = min(sample, len(source)) if getattr(source, "finite", True) else sample
+    ids = set(tokenizer.special_ids)
+    for i in range(n):
+        example = source[i]
+        _, prompt_ids, _ = loader.encode_prompt(example)
+        ids.update(prompt_ids or ())
+        ids.update(tokenizer.encode(example.solution or example.answer))
+    top = max(ids)
+    if top >= v:
+        field = "model.vocab_size" if config.model.vocab_size else "tokenizer"
+        raise ConfigError(f"{field}: the tokenizer ({tokenizer.vocab_size} ids) gives the data "
+                          f"and special tokens ids up to {top}, past the model's vocab_size {v}: "
+                          "it is not this model's tokenizer")
 
 
 def build_mesh(config):
@@ -110,9 +135,12 @@ def initial_params(config, model_config, placer: Placer, rng):
 
 
 def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
+    """A `PromptLoader` of `source` with the config's prompt width, overflow policy and the
+    tokenizer's chat template (from `data.chat_template` or the tokenizer's directory)."""
     return datasets.PromptLoader(source, tokenizer, batch_size=batch_size,
                                  max_prompt_len=config.data.max_prompt_len,
-                                 overflow=config.data.overflow, **kwargs)
+                                 overflow=config.data.overflow,
+                                 chat_template=tokenizer.chat_template, **kwargs)
 
 
 def build_evaluator(config, model_config, tokenizer, test_source,
@@ -134,7 +162,8 @@ def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
     return sampling.SamplingConfig(
         temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
         max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,),
-        num_samples=config.rl.num_samples, pad_id=tokenizer.pad_id)
+        num_samples=config.rl.num_samples, pad_id=tokenizer.pad_id,
+        vocab_limit=tokenizer.vocab_size)  # Ids the tokenizer cannot decode: never drawn.
 
 
 def prompts_per_step(config) -> int:

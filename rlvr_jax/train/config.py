@@ -166,7 +166,7 @@ def check_key(config: ml_collections.ConfigDict, dotted: str) -> None:
             fields = sorted(node.keys()) if isinstance(node, ml_collections.ConfigDict) else []
             close = difflib.get_close_matches(part, fields, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise ValueError(f"unknown config key {dotted!r}: {where} has no field {part!r}"
-                             f"{hint} Fields of {where}: {', '.join(fields)}")
+            raise ValueError(f"--config.{dotted}: unknown key: {where} has no field {part!r}"
+                             f"{hint}; its fields: {', '.join(fields)}")
         node = node[part]
         seen.append(part)

@@ -123,6 +123,10 @@ class SampleWriter:
         self.path = os.path.join(workdir, filename)
         self._file = open(self.path, "a", encoding="utf-8") if enabled else None
 
+    def offset(self) -> Optional[int]:
+        """The file's length in bytes (what a checkpoint records), or None when disabled."""
+        return os.path.getsize(self.path) if self._file is not None else None
+
     def write(self, step: int, examples, completions, rewards, num_samples: int) -> None:
         """Completion j belongs to prompt j // num_samples of `examples` (rows are grouped)."""
         if self._file is None:

@@ -15,8 +15,8 @@ RL step is one jitted program with an on-device verifier, else the split path �
 the same keys (`step.step_keys`). This is optional glue over those free functions.
 """
 import dataclasses
-import json
 import os
+import sys
 import time
 from typing import Any, Dict, Optional
 
@@ -28,6 +28,7 @@ from rlvr_jax import distributed, evaluation, models, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.train import build
+from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import (build_mesh, build_model_config,  # noqa: F401 (public)
                                   build_task_and_sources)
@@ -35,6 +36,7 @@ from rlvr_jax.train.checkpoint import Checkpointer
 from rlvr_jax.train.logging import MetricsWriter, SampleWriter, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.rl_config import from_config as rl_config_from  # noqa: F401 (public)
+from rlvr_jax.train.validate import ConfigError, user_input, validate
 
 
 @dataclasses.dataclass
@@ -52,6 +54,7 @@ class Run:
     keys: Dict[str, jax.Array]  # init, sft, rl, eval
     ckpt: Optional[Checkpointer] = None
     writer: Optional[MetricsWriter] = None
+    samples: Optional[SampleWriter] = None
     progress: bool = True
 
 
@@ -60,43 +63,76 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
 
     Phases: supervised warm-up (config.sft.steps), evaluation, RL (config.rl.steps) with
     periodic evaluation, final evaluation. Metrics go to workdir/metrics.jsonl.
+
+    Before anything is compiled or written, the config is validated (`validate`) and the
+    workdir read (`workdir.plan`: start, start again, resume or refuse); a problem the user
+    can fix raises `ConfigError` naming the field, file or data line.
     """
+    validate(config)
+    plan = workdir_lib.plan(config, workdir)
     distributed.initialize(config.distributed)  # Before anything touches a device.
-    r, resume_step, resumed = setup(config, workdir, progress)
+    r, resumed = setup(config, plan, progress)
     params = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
     summary: Dict[str, Any] = {"model_params": r.model_config.num_params()}
     if resumed is None:  # A checkpoint is always after the warm-up.
+        open_logs(r)
         params = warm_up(r, params)
         summary["after_warmup"] = evaluate(r, params, 0, label="after warm-up")
     else:
         summary["after_warmup"] = resumed["after_warmup"]
-    state = reinforce(r, params, summary, resume_step, resumed)
+    state = reinforce(r, params, summary, plan.resume_step, resumed)
     summary["after_rl"] = evaluate(r, state.params, config.rl.steps, label="after RL")
     return finish(r, summary, state)
 
 
 # ----------------------------------------------------------------------------- phases
 
-def setup(config, workdir: str, progress: bool = True):
-    """(Run, RL step to resume from or None, that checkpoint's extra or None)."""
-    os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-        f.write(config.to_json_best_effort(indent=2))
-    rl = rl_config_from(config)  # Validates config.rl before any work is done.
-    tokenizer = load_tokenizer(config.tokenizer, chat_template=config.data.chat_template or None)
-    model_config = build_model_config(config, tokenizer)
+def setup(config, plan: workdir_lib.Plan, progress: bool = True):
+    """(Run, the resumed checkpoint's extra or None). Everything read from the config, the
+    files and the data is built (and checked) before the workdir is first written."""
+    with user_input("tokenizer"):
+        tokenizer = load_tokenizer(config.tokenizer,
+                                   chat_template=config.data.chat_template or None)
+    with user_input("model.hf_checkpoint" if config.model.hf_checkpoint else "model"):
+        model_config = build_model_config(config, tokenizer)
     task, train_source, test_source = build_task_and_sources(config)
-    verifier = scoring.choose_verifier(config.reward.verifier, task, tokenizer)
-    mesh, rules = build_mesh(config)
+    build.check_vocabulary(config, model_config, tokenizer, train_source)
+    with user_input("reward.verifier"):
+        verifier = scoring.choose_verifier(config.reward.verifier, task, tokenizer)
+    with user_input("mesh"):
+        mesh, rules = build_mesh(config)
+    evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier)
+    workdir_lib.prepare(plan, config)  # The first write.
+    if plan.notice and progress and jax.process_index() == 0:
+        print(plan.notice, file=sys.stderr, flush=True)
     keys = dict(zip(("init", "sft", "rl", "eval"),
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
-    r = Run(config, workdir, rl, tokenizer, model_config, train_source,
-            build.Placer(mesh, rules, model_config), verifier,
-            build.build_evaluator(config, model_config, tokenizer, test_source, verifier),
-            keys, progress=progress)
-    r.ckpt, resume_step, resumed = open_checkpoints(config, workdir)
-    r.writer = MetricsWriter(workdir, enabled=jax.process_index() == 0)  # After a resume's cut.
-    return r, resume_step, resumed
+    r = Run(config, plan.workdir, rl_config_from(config), tokenizer, model_config,
+            train_source, build.Placer(mesh, rules, model_config), verifier, evaluator, keys,
+            progress=progress)
+    r.ckpt, resumed = open_checkpoints(config, plan)
+    return r, resumed
+
+
+def open_logs(r: Run, resumed: Optional[Dict[str, Any]] = None) -> None:
+    """Opens metrics.jsonl and samples.jsonl for appending (process 0 writes).
+
+    On resume (`resumed`: the checkpoint's extra) both are first cut back to their lengths
+    when the checkpoint was taken (and a finished run's summary.json removed): the lines the interrupted run wrote after it are written
+    again, once, by the resumed run, so the files read as one uninterrupted run.
+    """
+    main = jax.process_index() == 0
+    if main and resumed is not None:
+        summary = os.path.join(r.workdir, workdir_lib.SUMMARY)
+        if os.path.exists(summary):  # A finished run trained on: not finished until it is.
+            os.remove(summary)
+        for name, key in (("metrics.jsonl", "metrics_offset"), ("samples.jsonl", "samples_offset")):
+            path, offset = os.path.join(r.workdir, name), resumed.get(key)
+            if offset is not None and os.path.exists(path) and os.path.getsize(path) > offset:
+                with open(path, "r+b") as f:
+                    f.truncate(offset)
+    r.writer = MetricsWriter(r.workdir, enabled=main)
+    r.samples = SampleWriter(r.workdir, enabled=main)
 
 
 def warm_up(r: Run, params):
@@ -161,29 +197,27 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
     if resumed is not None:  # Exact resume: state (params, optimizer, rng), data, evals.
-        state, resumed = r.ckpt.restore(resume_step, state)
+        state, resumed = restore(r, resume_step, state)
+        open_logs(r, resumed)  # Only now, with the state restored, are the logs cut back.
         loader.restore(resumed["loader"])
         last_eval, start = resumed["last_eval"], resume_step
     else:
         last_eval, start = summary["after_warmup"], 0
         if _saving(r):  # Step 0: the warm-up is never redone once RL has started.
-            r.ckpt.save(0, state, _checkpoint_extra(loader, r.writer, summary, last_eval),
-                        force=True)
-    samples_out = SampleWriter(r.workdir, enabled=jax.process_index() == 0)
+            r.ckpt.save(0, state, _checkpoint_extra(r, loader, summary, last_eval), force=True)
     bar = progress_bar(config.rl.steps, "RL")
     bar.update(start)
     for i in range(start, config.rl.steps):
-        state, metrics = rl_step(r, program, state, loader, i, samples_out)
+        state, metrics = rl_step(r, program, state, loader, i)
         last_eval = after_rl_step(r, i + 1, state, metrics, loader, summary, last_eval)
         bar.set_postfix(reward=f"{metrics.get('rollout/reward_mean', 0.0):.3f}",
                         pass1=f"{last_eval['eval/pass@1']:.3f}")
         bar.update(1)
     bar.close()
-    samples_out.close()
     return state
 
 
-def rl_step(r: Run, program, state, loader, i: int, samples_out: SampleWriter):
+def rl_step(r: Run, program, state, loader, i: int):
     """RL step i + 1: a batch of prompts → the step program → float metrics (+ samples)."""
     config, g = r.config, r.config.rl.num_samples
     t0 = time.perf_counter()
@@ -194,7 +228,7 @@ def rl_step(r: Run, program, state, loader, i: int, samples_out: SampleWriter):
         if config.log_samples_every > 0 and (i + 1) % config.log_samples_every == 0:
             k = config.log_num_samples
             texts, rewards = build.decode_first_samples(r.tokenizer, samples, g, k)
-            samples_out.write(i + 1, pb.examples[:k], texts[:k], rewards[:k], 1)
+            r.samples.write(i + 1, pb.examples[:k], texts[:k], rewards[:k], 1)
     metrics = {k: float(v) for k, v in metrics.items()}
     _check_finite(metrics, i + 1, r.ckpt)  # Before anything of this step is saved.
     dt = time.perf_counter() - t0
@@ -215,7 +249,7 @@ def after_rl_step(r: Run, step: int, state, metrics, loader, summary, last_eval)
     if config.eval.every and step % config.eval.every == 0 and step < config.rl.steps:
         last_eval = evaluate(r, state.params, step)
     if _saving(r):  # Every checkpoint.every steps and the last; async, atomic.
-        r.ckpt.save(step, state, _checkpoint_extra(loader, r.writer, summary, last_eval),
+        r.ckpt.save(step, state, _checkpoint_extra(r, loader, summary, last_eval),
                     force=step == config.rl.steps)
     return last_eval
 
@@ -223,53 +257,50 @@ def after_rl_step(r: Run, step: int, state, metrics, loader, summary, last_eval)
 def finish(r: Run, summary, state) -> Dict[str, Any]:
     """Closes the writers and checkpoints (waiting for the last save); writes summary.json."""
     r.writer.close()
+    r.samples.close()
     if r.ckpt is not None:
         r.ckpt.close()
-    with open(os.path.join(r.workdir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    if jax.process_index() == 0:  # Last: a summary.json marks a finished run.
+        workdir_lib.write_json_atomic(os.path.join(r.workdir, workdir_lib.SUMMARY), summary)
     summary["state"] = state
     return summary
 
 
 # ----------------------------------------------------------------------------- checkpoints
 
-def open_checkpoints(config, workdir: str):
-    """(Checkpointer or None, RL step to resume from or None, that checkpoint's extra or None).
-
-    On resume, workdir/metrics.jsonl is cut back to its length when the checkpoint was
-    taken: the lines the interrupted run wrote after it are written again, once, by the
-    resumed run, so the file reads as one uninterrupted run.
-    """
+def open_checkpoints(config, plan: workdir_lib.Plan):
+    """(Checkpointer or None, the extra of the checkpoint to resume from or None)."""
     c = config.checkpoint
-    directory = os.path.join(workdir, "checkpoints")
-    if c.every <= 0 and not (c.resume and os.path.isdir(directory)):
-        return None, None, None
+    directory = os.path.join(plan.workdir, workdir_lib.CHECKPOINTS)
+    if c.every <= 0 and plan.resume_step is None:
+        return None, None
     ckpt = Checkpointer(directory, max_to_keep=c.keep, save_interval_steps=max(c.every, 1),
                         async_save=c.async_save)
-    step = ckpt.latest_step()
-    if step is None:
-        return ckpt, None, None
-    if not c.resume:
-        ckpt.close()
-        raise ValueError(f"{directory} holds checkpoints (latest step {step}) and "
-                         "checkpoint.resume is False: use a new workdir or resume")
-    extra = ckpt.read_extra(step)
-    path, offset = os.path.join(workdir, "metrics.jsonl"), extra.get("metrics_offset")
-    if jax.process_index() == 0 and offset is not None and os.path.exists(path) \
-            and os.path.getsize(path) > offset:
-        with open(path, "r+b") as f:
-            f.truncate(offset)
-    return ckpt, step, extra
+    if plan.resume_step is None:
+        return ckpt, None
+    return ckpt, ckpt.read_extra(plan.resume_step)
+
+
+def restore(r: Run, step: int, state):
+    """(state, extra) of the checkpoint at `step`, shaped like `state`; a checkpoint that
+    does not fit the config raises `ConfigError` (not orbax's shape text)."""
+    try:
+        return r.ckpt.restore(step, state)
+    except (ValueError, TypeError, KeyError, RuntimeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ConfigError(f"--workdir: the step-{step} checkpoint in {r.ckpt.directory} does not "
+                          f"fit this config ({first}); use a new --workdir") from e
 
 
 def _saving(r: Run) -> bool:
     return r.ckpt is not None and r.config.checkpoint.every > 0
 
 
-def _checkpoint_extra(loader, writer, summary, last_eval) -> Dict[str, Any]:
+def _checkpoint_extra(r: Run, loader, summary, last_eval) -> Dict[str, Any]:
     """The JSON saved beside the state: what the loop needs to continue exactly."""
     return {"phase": "rl", "loader": loader.state(),
-            "metrics_offset": os.path.getsize(writer.path) if writer.enabled else None,
+            "metrics_offset": os.path.getsize(r.writer.path) if r.writer.enabled else None,
+            "samples_offset": r.samples.offset(),
             "after_warmup": {k: float(v) for k, v in summary["after_warmup"].items()},
             "last_eval": {k: float(v) for k, v in last_eval.items()}}
 

@@ -1,0 +1,223 @@
+"""`validate(config)`: every section of an experiment config checked before any compilation.
+
+A problem the user can fix (a bad value, a missing file, malformed data, a workdir that
+does not fit the run) raises `ConfigError`, whose message starts with the full dotted name
+of the field at fault (`sft.batch_size: must be >= 1, got -8`), the file's path, or the
+data's `line N`. `scripts/train.py` prints it as one line and exits with status 2.
+
+Nothing here touches a device or compiles: the checks are plain Python on the config, the
+file system and the cheap constructors (task, `RLConfig`, `SamplingConfig`) that validate
+their own arguments. Checks that need the built tokenizer and data (vocabulary fit) live
+with the builders and raise `ConfigError` too (`user_input`).
+"""
+import contextlib
+import os
+from typing import Iterator
+
+from rlvr_jax import sampling, sharding, tasks
+from rlvr_jax.models import config as model_config_lib
+from rlvr_jax.models import presets
+from rlvr_jax.train import algorithms
+from rlvr_jax.train import rl_config as rl_config_lib
+
+SOURCES = ("task", "jsonl", "parquet", "tfds")
+VERIFIERS = ("auto", "token", "task", "math")
+OVERFLOW = ("drop", "truncate", "error")
+SCHEDULES = ("constant", "cosine")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class ConfigError(ValueError):
+    """A config, file, data or workdir problem the user can fix; the message names it."""
+
+
+@contextlib.contextmanager
+def user_input(where: str) -> Iterator[None]:
+    """Re-raises a ValueError / OSError of the block as `ConfigError("<where>: <message>")`.
+
+    `where` is the config field (or file) the block reads, e.g. "data.path".
+    """
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (ValueError, OSError, KeyError, TypeError) as e:
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"{where}: {message}") from e
+
+
+def validate(config) -> None:
+    """Raises `ConfigError` for the first invalid field of `config` (all sections)."""
+    _check_ints(config)
+    _check_model(config)
+    _check_data(config)
+    _check_reward(config)
+    _check_sampling(config)
+    _check_training(config)
+    _check_eval(config)
+    _check_mesh(config)
+
+
+def _fail(field: str, message: str) -> None:
+    raise ConfigError(f"{field}: {message}")
+
+
+# Sizes and counts: (field, lowest allowed value).
+_MINIMUMS = (
+    ("seed", 0), ("model.vocab_size", 0), ("model.d_model", 0), ("model.n_layers", 0),
+    ("model.n_heads", 0), ("model.n_kv_heads", 0), ("model.head_dim", 0), ("model.d_ff", 0),
+    ("model.scan_unroll", 0), ("data.max_prompt_len", 1), ("sampling.max_new_tokens", 1),
+    ("sampling.top_k", 0), ("sft.steps", 0), ("sft.batch_size", 1), ("sft.warmup_steps", 0),
+    ("rl.steps", 0), ("rl.num_prompts", 1), ("rl.num_samples", 1), ("rl.warmup_steps", 0),
+    ("rl.epochs", 1), ("rl.minibatches", 1), ("rl.microbatches", 1), ("rl.logprob_chunk", 1),
+    ("rl.overlong_buffer", 0), ("eval.every", 0), ("eval.num_prompts", 1),
+    ("eval.batch_size", 1), ("eval.k", 1), ("checkpoint.every", 0), ("checkpoint.keep", 1),
+    ("mesh.num_devices", 0), ("log_every", 1), ("log_samples_every", 0),
+    ("log_num_samples", 0), ("reward.num_workers", 0),
+)
+
+
+def _get(config, dotted: str):
+    node = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def _check_ints(config) -> None:
+    for field, low in _MINIMUMS:
+        value = _get(config, field)
+        if isinstance(value, bool) or not isinstance(value, int):
+            _fail(field, f"must be an integer, got {value!r}")
+        if value < low:
+            _fail(field, f"must be >= {low}, got {value}")
+    for field in ("sft.learning_rate", "rl.learning_rate", "rl.value_learning_rate",
+                  "reward.timeout_s"):
+        value = _get(config, field)
+        if not value > 0:
+            _fail(field, f"must be > 0, got {value}")
+    for field in ("rl.weight_decay", "rl.max_grad_norm"):
+        if _get(config, field) < 0:
+            _fail(field, f"must be >= 0 (0: off), got {_get(config, field)}")
+    if config.rl.oversample < 1.0:
+        _fail("rl.oversample", f"must be >= 1, got {config.rl.oversample}")
+
+
+def _check_model(config) -> None:
+    m = config.model
+    if m.hf_checkpoint:
+        if not os.path.isdir(m.hf_checkpoint):
+            _fail("model.hf_checkpoint", f"no such directory: {m.hf_checkpoint}")
+        if not os.path.isfile(os.path.join(m.hf_checkpoint, "config.json")):
+            _fail("model.hf_checkpoint", f"{m.hf_checkpoint} has no config.json (expected a "
+                  "Hugging Face model directory)")
+    elif m.preset not in presets.PRESETS:
+        _fail("model.preset", f"unknown preset {m.preset!r}; known: "
+              f"{', '.join(sorted(presets.PRESETS))}")
+    for field in ("dtype", "param_dtype"):
+        if m[field] not in DTYPES:
+            _fail(f"model.{field}", f"must be one of {', '.join(DTYPES)}; got {m[field]!r}")
+    if m.remat not in model_config_lib.REMAT_POLICIES:
+        _fail("model.remat", f"must be one of {', '.join(model_config_lib.REMAT_POLICIES)}; "
+              f"got {m.remat!r}")
+    if m.n_heads and m.n_kv_heads and m.n_heads % m.n_kv_heads:
+        _fail("model.n_kv_heads", f"must divide model.n_heads={m.n_heads}, got {m.n_kv_heads}")
+    tokenizer = config.tokenizer
+    if tokenizer != "builtin" and not os.path.exists(tokenizer):
+        _fail("tokenizer", f"no such file or directory: {tokenizer} (use \"builtin\", a "
+              ".model file, a tokenizer.json or a Hugging Face directory)")
+
+
+def _check_data(config) -> None:
+    d = config.data
+    if d.source not in SOURCES:
+        _fail("data.source", f"must be one of {', '.join(SOURCES)}; got {d.source!r}")
+    if d.overflow not in OVERFLOW:
+        _fail("data.overflow", f"must be one of {', '.join(OVERFLOW)}; got {d.overflow!r}")
+    if d.source == "task":
+        if d.task not in tasks.TASKS:
+            _fail("data.task", f"unknown task {d.task!r}; known: {', '.join(sorted(tasks.TASKS))}")
+        with user_input("data.task_kwargs"):
+            tasks.get(d.task, **d.task_kwargs.to_dict())
+        return
+    if not d.path:
+        what = "a TFDS builder name" if d.source == "tfds" else f"the {d.source} file's path"
+        _fail("data.path", f"is empty; data.source={d.source} needs {what}")
+    if d.source != "tfds":
+        if os.path.isdir(d.path):
+            _fail("data.path", f"{d.path} is a directory, not a {d.source} file")
+        if not os.path.isfile(d.path):
+            _fail("data.path", f"no such file: {d.path}")
+    for field in ("prompt_field", "answer_field"):
+        if not d[field]:
+            _fail(f"data.{field}", "must name a field of the data (it is empty)")
+
+
+def _check_reward(config) -> None:
+    verifier = config.reward.verifier
+    if verifier not in VERIFIERS:
+        _fail("reward.verifier", f"unknown verifier {verifier!r}; known: {', '.join(VERIFIERS)}")
+    if verifier in ("token", "task") and config.data.source != "task":
+        _fail("reward.verifier", f"{verifier!r} needs data.source=task (file data has no task "
+              "to verify against); use \"math\" or \"auto\"")
+
+
+def _check_sampling(config) -> None:
+    s = config.sampling
+    with user_input("sampling"):
+        try:
+            sampling.SamplingConfig(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                                    max_new_tokens=s.max_new_tokens,
+                                    num_samples=config.rl.num_samples)
+        except ValueError as e:  # "temperature must be ..." -> "sampling.temperature: ..."
+            name, _, rest = str(e).partition(" ")
+            field = "rl.num_samples" if name == "num_samples" else f"sampling.{name}"
+            raise ConfigError(f"{field}: {rest}") from e
+    if s.decode_rules and s.decode_rules not in sharding.RULE_PRESETS:
+        _fail("sampling.decode_rules", f"unknown rules preset {s.decode_rules!r}; known: "
+              f"{', '.join(sorted(sharding.RULE_PRESETS))} (or \"\")")
+    if not 0 < config.eval.temperature:
+        _fail("eval.temperature", f"must be > 0, got {config.eval.temperature}")
+
+
+def _check_training(config) -> None:
+    rl = config.rl
+    if rl.algorithm not in algorithms.PRESETS:
+        _fail("rl.algorithm", f"unknown algorithm {rl.algorithm!r}; known: "
+              f"{', '.join(sorted(algorithms.PRESETS))}")
+    if rl.schedule not in SCHEDULES:
+        _fail("rl.schedule", f"must be one of {', '.join(SCHEDULES)}; got {rl.schedule!r}")
+    try:
+        rl_config = rl_config_lib.from_config(config)
+    except ValueError as e:  # RLConfig names its field first: "epochs must be >= 1, ..."
+        name, _, rest = str(e).partition(" ")
+        raise ConfigError(f"rl.{name}: {rest}") from e
+    rows = rl.num_prompts * rl.num_samples
+    if rows % rl_config.minibatches:
+        _fail("rl.minibatches", f"{rl.minibatches} does not divide the {rows} sequences of a "
+              f"step (rl.num_prompts x rl.num_samples)")
+    if rl_config.advantage == "rloo" and rl.num_samples < 2:
+        _fail("rl.num_samples", "the RLOO baseline (leave one out) needs >= 2 samples per prompt")
+
+
+def _check_eval(config) -> None:
+    e = config.eval
+    if e.num_prompts % e.batch_size:
+        _fail("eval.num_prompts", f"{e.num_prompts} must be a multiple of eval.batch_size="
+              f"{e.batch_size}")
+
+
+def _check_mesh(config) -> None:
+    m = config.mesh
+    if m.rules not in sharding.RULE_PRESETS:
+        _fail("mesh.rules", f"unknown rules preset {m.rules!r}; known: "
+              f"{', '.join(sorted(sharding.RULE_PRESETS))}")
+    sizes = {k: m[k] for k in ("data", "fsdp", "tensor")}
+    for name, value in sizes.items():
+        if value == 0 or value < -1:
+            _fail(f"mesh.{name}", f"must be >= 1 or -1 (the rest), got {value}")
+    if list(sizes.values()).count(-1) > 1:
+        _fail("mesh", f"at most one of mesh.data, mesh.fsdp, mesh.tensor may be -1; got {sizes}")
+    for name in ("dcn_data", "dcn_fsdp", "dcn_tensor"):
+        if m[name] < 1:
+            _fail(f"mesh.{name}", f"must be >= 1, got {m[name]}")

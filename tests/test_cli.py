@@ -1,0 +1,211 @@
+"""`scripts/train.py` on bad input: exit status 2, ONE stderr line naming the field / file /
+data line, no traceback, nothing compiled (a JAX compile-event listener), and the workdir's
+files byte-identical afterwards. Most cases run `cli.main` in-process (cheap); two run the
+real script in a subprocess to see the exit status and the last stderr line."""
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from rlvr_jax.train import cli
+from rlvr_jax.train import workdir as workdir_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICK = os.path.join(REPO, "configs", "quickstart.py")
+SMALL = ["--config.sft.steps=2", "--config.rl.steps=2", "--config.eval.num_prompts=8",
+         "--config.eval.batch_size=8"]
+
+_COMPILE_EVENTS = []
+
+
+def _on_event(event, *args, **kwargs):
+    if event.startswith("/jax/core/compile"):
+        _COMPILE_EVENTS.append(event)
+
+
+@pytest.fixture(autouse=True)
+def _compile_listener():
+    jax.monitoring.register_event_duration_secs_listener(_on_event)
+    yield
+    jax.monitoring.unregister_event_duration_listener(_on_event)
+
+
+def _files(root):
+    """{relative path: bytes} of every file under root."""
+    out = {}
+    for base, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(base, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+# Workdir set-ups (written by hand: `workdir.plan` only reads the files).
+def _run_files(workdir, argv, *, summary=False, steps=(), config_edit=None):
+    config, _ = cli.parse(argv + ["--workdir", workdir])
+    stored = workdir_lib._as_dict(config)
+    if config_edit:
+        config_edit(stored)
+    os.makedirs(workdir, exist_ok=True)
+    workdir_lib.write_json_atomic(os.path.join(workdir, "config.json"), stored)
+    with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
+        f.write(json.dumps({"step": 1, "phase": "sft", "time": 0.0, "sft/loss": 4.0}) + "\n")
+    if summary:
+        with open(os.path.join(workdir, "summary.json"), "w") as f:
+            json.dump({"after_rl": {"eval/pass@1": 0.5}}, f)
+    for step in steps:
+        os.makedirs(os.path.join(workdir, "checkpoints", str(step), "state"))
+
+
+def _jsonl(tmp, lines):
+    path = os.path.join(tmp, "data.jsonl")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+# (id, extra argv (may use {tmp}), workdir set-up or None, text the error must contain)
+CASES = [
+    ("missing-config", ["--config", "{tmp}/nope.py"], None, "--config: no such file"),
+    ("config-is-dir", ["--config", "{tmp}"], None, "--config: is a directory"),
+    ("config-syntax", ["--config", "{tmp}/broken.py"], None, "broken.py: cannot be imported"),
+    ("config-no-get-config", ["--config", "{tmp}/empty.py"], None, "has no get_config()"),
+    ("unknown-key", ["--config.rl.lr=1"], None, "--config.rl.lr: unknown key"),
+    ("bad-type", ["--config.rl.steps=abc"], None, "--config.rl.steps=abc"),
+    ("unknown-flag", ["--workdirr", "x"], None, "workdirr"),
+    ("num-samples", ["--config.rl.num_samples=-8"], None, "rl.num_samples: must be >= 1"),
+    ("eval-batch", ["--config.eval.batch_size=-250"], None, "eval.batch_size: must be >= 1"),
+    ("eval-multiple", ["--config.eval.num_prompts=20", "--config.eval.batch_size=8"], None,
+     "eval.num_prompts: 20 must be a multiple of eval.batch_size=8"),
+    ("sft-batch", ["--config.sft.batch_size=-8"], None, "sft.batch_size: must be >= 1"),
+    ("temperature", ["--config.sampling.temperature=0.0"], None, "sampling.temperature"),
+    ("top-p", ["--config.sampling.top_p=1.5"], None, "sampling.top_p"),
+    ("advantage", ["--config.rl.advantage=grpoo"], None, "rl.advantage: must be one of"),
+    ("aggregation", ["--config.rl.aggregation=mean"], None, "rl.aggregation"),
+    ("algorithm", ["--config.rl.algorithm=ppo2"], None, "rl.algorithm: unknown algorithm"),
+    ("task", ["--config.data.task=calculus"], None, "data.task: unknown task 'calculus'"),
+    ("task-knob", ["--config.data.task_kwargs.ops=add,pow"], None, "data.task_kwargs: ops"),
+    ("verifier", ["--config.reward.verifier=llm"], None, "reward.verifier: unknown verifier"),
+    ("source", ["--config.data.source=csv"], None, "data.source: must be one of"),
+    ("jsonl-no-path", ["--config.data.source=jsonl"], None, "data.path: is empty"),
+    ("jsonl-missing", ["--config.data.source=jsonl", "--config.data.path={tmp}/no.jsonl"], None,
+     "data.path: no such file"),
+    ("jsonl-malformed", ["--config.data.source=jsonl", "--config.data.path={tmp}/data.jsonl",
+                         "--config.reward.verifier=math"], None, "data.jsonl line 3: not JSON"),
+    ("tokenizer-missing", ["--config.tokenizer={tmp}/tok.model"], None,
+     "tokenizer: no such file or directory"),
+    ("hf-missing", ["--config.model.hf_checkpoint={tmp}/qwen"], None,
+     "model.hf_checkpoint: no such directory"),
+    ("preset", ["--config.model.preset=huge"], None, "model.preset: unknown preset"),
+    ("kv-heads", ["--config.model.n_heads=4", "--config.model.n_kv_heads=3"], None,
+     "model.n_kv_heads: must divide"),
+    ("vocab-too-small", ["--config.model.vocab_size=8"], None,
+     "model.vocab_size: the tokenizer"),
+    ("mesh-rules", ["--config.mesh.rules=zero3"], None, "mesh.rules: unknown rules preset"),
+    ("mesh-two-rest", ["--config.mesh.data=-1"], None, "mesh: at most one"),
+    ("minibatches", ["--config.rl.minibatches=3"], None, "rl.minibatches: 3 does not divide"),
+    ("keep", ["--config.checkpoint.keep=0"], None, "checkpoint.keep: must be >= 1"),
+    ("workdir-is-file", [], "file", "--workdir: {work} is a file"),
+    ("finished-no-ckpt", [], "finished", "holds a finished run (summary.json)"),
+    ("finished-ckpt", ["--config.checkpoint.every=1"], "finished-ckpt",
+     "holds a finished run (2 RL steps); raise rl.steps"),
+    ("other-config-ckpt", ["--config.checkpoint.every=1"], "other-ckpt",
+     "checkpoints of another config (model.d_model 32 -> 0)"),
+    ("other-config-interrupted", [], "other-interrupted",
+     "interrupted run of another config (rl.learning_rate 0.5 -> 0.0001)"),
+    ("steps-below-ckpt", ["--config.checkpoint.every=1"], "ckpt-at-5",
+     "rl.steps: 2 is below the latest checkpoint's RL step 5"),
+    ("no-resume", ["--config.checkpoint.every=1", "--config.checkpoint.resume=False"],
+     "ckpt-at-1", "checkpoint.resume: is False"),
+    ("foreign-files", [], "foreign", "without its config.json"),
+]
+
+
+def _set_up(kind, work, argv):
+    if kind == "file":
+        with open(work, "w") as f:
+            f.write("not a directory\n")
+    elif kind == "finished":
+        _run_files(work, argv, summary=True)
+    elif kind == "finished-ckpt":
+        _run_files(work, argv, summary=True, steps=(0, 1, 2))
+    elif kind == "other-ckpt":
+        _run_files(work, argv, steps=(0, 1), config_edit=lambda c: c["model"].update(d_model=32))
+    elif kind == "other-interrupted":
+        _run_files(work, argv, config_edit=lambda c: c["rl"].update(learning_rate=0.5))
+    elif kind == "ckpt-at-5":
+        _run_files(work, argv, steps=(0, 5))
+    elif kind == "ckpt-at-1":
+        _run_files(work, argv, steps=(0, 1))
+    elif kind == "foreign":
+        os.makedirs(work)
+        with open(os.path.join(work, "metrics.jsonl"), "w") as f:
+            f.write("{}\n")
+
+
+@pytest.mark.parametrize("name,extra,setup,expected", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_before_any_compilation(tmp_path, capsys, monkeypatch,
+                                                            name, extra, setup, expected):
+    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
+    tmp, work = str(tmp_path), str(tmp_path / "run")
+    (tmp_path / "broken.py").write_text("def get_config(:\n")
+    (tmp_path / "empty.py").write_text("X = 1\n")
+    _jsonl(tmp, ['{"prompt": "1+1=", "answer": "2"}', '{"prompt": "2+2=", "answer": "4"}',
+                 '{"prompt": "3+3=", "answer": '])
+    argv = [a.format(tmp=tmp) for a in extra]
+    base = argv if "--config" in argv else ["--config", QUICK] + SMALL + argv
+    if setup:
+        _set_up(setup, work, [a for a in base if not a.startswith("--config.model.")])
+    before = _files(tmp)
+    capsys.readouterr()
+    _COMPILE_EVENTS.clear()
+
+    status = cli.main(base + ["--workdir", work])
+
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert expected.format(work=work) in lines[0]
+    assert "Traceback" not in err
+    assert _COMPILE_EVENTS == [], "compiled before the error"
+    assert _files(tmp) == before
+
+
+def _script(args, cwd):
+    env = dict(os.environ, RLVR_JAX_NO_PROGRESS="1")
+    return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "train.py")] + args,
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_script_exit_status_and_last_stderr_line(tmp_path):
+    """The real script: exit status 2 and the error as the last stderr line (no shutdown
+    noise after it, e.g. orbax's event loop), a traceback only with --debug; --help is 0."""
+    work = str(tmp_path / "run")
+    argv = ["--config", QUICK] + SMALL + ["--config.checkpoint.every=1"]
+    _run_files(work, argv, steps=(0, 1), config_edit=lambda c: c["model"].update(d_model=32))
+    proc = _script(argv + ["--workdir", work], REPO)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("error: --workdir: ")
+    assert "model.d_model 32 -> 0" in proc.stderr and "Traceback" not in proc.stderr
+
+    proc = _script(argv + ["--workdir", work, "--debug"], REPO)
+    assert proc.returncode == 2 and "Traceback" in proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("error: --workdir: ")
+
+    proc = _script(["--help"], REPO)
+    assert proc.returncode == 0 and "--workdir DIR" in proc.stdout and proc.stderr == ""
+
+
+def test_comma_list_override_becomes_a_tuple(tmp_path):
+    config, work = cli.parse(["--config", QUICK, "--config.data.task_kwargs.ops=add, mul",
+                              "--workdir", str(tmp_path)])
+    assert tuple(config.data.task_kwargs.ops) == ("add", "mul")
+    assert work == str(tmp_path)
+    config, _ = cli.parse(["--config", QUICK, "--config.data.task_kwargs.ops=('sub',)",
+                           "--workdir", str(tmp_path)])
+    assert tuple(config.data.task_kwargs.ops) == ("sub",)
