@@ -19,6 +19,7 @@ from rlvr_jax.train import state as state_lib
 from rlvr_jax.train.checkpoint import Checkpointer, nonfinite_leaves
 from rlvr_jax.train.config import default_config
 from rlvr_jax.train.logging import read_metrics
+from rlvr_jax.train.validate import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -105,6 +106,31 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
     with open(os.path.join(workdir, "summary.json")) as f:
         assert json.load(f)["after_rl"] == full["after_rl"]
     assert Checkpointer(os.path.join(workdir, "checkpoints")).all_steps() == (0, 2, 4, 5)
+
+    # Killed during the warm-up (before any checkpoint): the same command starts it again
+    # and ends with the uninterrupted run's file and results.
+    killed = str(tmp_path / "killed")
+    shutil.copytree(full_dir, killed)
+    shutil.rmtree(os.path.join(killed, "checkpoints"))
+    os.remove(os.path.join(killed, "summary.json"))
+    with open(os.path.join(killed, "metrics.jsonl")) as f:
+        first = f.readline()
+    with open(os.path.join(killed, "metrics.jsonl"), "w") as f:
+        f.write(first)
+    again = loop.run(config, killed, progress=False)
+    assert _comparable(read_metrics(os.path.join(killed, "metrics.jsonl"))) == want
+    assert again["after_rl"] == full["after_rl"]
+
+    # A finished run refuses the same command (nothing written), and trains on when asked.
+    before = open(os.path.join(full_dir, "metrics.jsonl")).read()
+    with pytest.raises(ConfigError, match="holds a finished run"):
+        loop.run(config, full_dir, progress=False)
+    assert open(os.path.join(full_dir, "metrics.jsonl")).read() == before
+    config.rl.steps = 6
+    loop.run(config, full_dir, progress=False)
+    rows = [(r["phase"], r["step"]) for r in read_metrics(os.path.join(full_dir, "metrics.jsonl"))]
+    assert len(rows) == len(set(rows)) and rows[-2:] == [("rl", 6), ("eval", 6)]
+    assert rows[:-2] == [(p, s) for p, s, _ in want][:-1]  # Step 5's final eval: now 6's.
 
 
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):

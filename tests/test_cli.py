@@ -201,6 +201,14 @@ def test_script_exit_status_and_last_stderr_line(tmp_path):
     assert proc.returncode == 0 and "--workdir DIR" in proc.stdout and proc.stderr == ""
 
 
+def test_missing_config_or_workdir_flag(capsys):
+    assert cli.main(["--config", QUICK]) == 2
+    assert capsys.readouterr().err.strip() == "error: --workdir: missing (a directory for the " \
+        "run's files)"
+    assert cli.main(["--workdir", "x"]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: --config: missing")
+
+
 def test_comma_list_override_becomes_a_tuple(tmp_path):
     config, work = cli.parse(["--config", QUICK, "--config.data.task_kwargs.ops=add, mul",
                               "--workdir", str(tmp_path)])
