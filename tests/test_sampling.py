@@ -270,6 +270,26 @@ def test_greedy_step_takes_argmax_and_reports_tempered_logprob():
     np.testing.assert_allclose(logp, ref[np.arange(3), np.asarray(tokens)], rtol=1e-5)
 
 
+@pytest.mark.parametrize("greedy", [True, False])
+def test_vocab_limit_never_draws_ids_past_it(greedy):
+    """A model vocabulary padded past the tokenizer's: ids >= vocab_limit are never drawn,
+    even where they hold the largest logits; below the limit nothing changes."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(64, 32)).astype(np.float32)
+    logits[:, 20:] += 5.0  # The padded ids would win almost every draw.
+    sc = SamplingConfig(greedy=greedy, top_k=0, vocab_limit=20)
+    tokens, logp = jax.jit(sampling._sample, static_argnums=2)(
+        jnp.asarray(logits), jax.random.PRNGKey(1), sc)
+    assert (np.asarray(tokens) < 20).all() and np.isfinite(np.asarray(logp)).all()
+    if greedy:
+        np.testing.assert_array_equal(tokens, np.argmax(logits[:, :20], axis=-1))
+    same = SamplingConfig(greedy=greedy, vocab_limit=32)  # At V: off.
+    np.testing.assert_array_equal(
+        sampling._sample(jnp.asarray(logits), jax.random.PRNGKey(1), same)[0],
+        sampling._sample(jnp.asarray(logits), jax.random.PRNGKey(1),
+                         SamplingConfig(greedy=greedy))[0])
+
+
 # ----------------------------------------------------------------------------- input checks
 
 
@@ -278,7 +298,7 @@ def test_greedy_step_takes_argmax_and_reports_tempered_logprob():
                                     dict(top_p=0.0), dict(top_p=1.5), dict(top_k=-2),
                                     dict(cache_window=-1), dict(stop_token_ids=(-3,)),
                                     dict(max_length=8, max_new_tokens=8),
-                                    dict(cache_dtype="notatype")])
+                                    dict(cache_dtype="notatype"), dict(vocab_limit=-1)])
 def test_bad_sampling_config_raises(kwargs):
     with pytest.raises((ValueError, TypeError)):
         SamplingConfig(**kwargs)
