@@ -56,22 +56,36 @@ def build_task_and_sources(config):
     raise ConfigError(f"data.source: must be task, jsonl, parquet or tfds; got {d.source!r}")
 
 
-def check_vocabulary(config, model_config, tokenizer, source, sample: int = 64) -> None:
-    """Raises `ConfigError` when the tokenizer clearly is not the model's: its special ids,
-    or the ids of the first `sample` prompts (chat template and BOS included) and their
-    worked solutions or answers, reach past the model's vocabulary. (A model vocabulary
-    larger than the tokenizer's is normal — padded embeddings; those ids are never sampled,
-    see `sampling_config`.)"""
-    v = model_config.vocab_size
+def check_fit(config, model_config, tokenizer, source, sample: int = 64) -> None:
+    """Raises `ConfigError` before anything is compiled where the data cannot fit the model:
+
+    - the first `sample` prompts are all longer than `data.max_prompt_len` (overflow
+      "drop" would drop every one) or one is (overflow "error");
+    - `data.max_prompt_len + sampling.max_new_tokens` exceeds the model's positions;
+    - the tokenizer clearly is not the model's: its special ids, or the ids of those
+      prompts (chat template and BOS included) and their worked solutions or answers,
+      reach past the model's vocabulary. (A model vocabulary larger than the
+      tokenizer's is normal — padded embeddings; those ids are never sampled.)
+    """
+    total = config.data.max_prompt_len + config.sampling.max_new_tokens
+    if total > model_config.max_position_embeddings:
+        raise ConfigError(f"sampling.max_new_tokens: data.max_prompt_len + "
+                          f"sampling.max_new_tokens = {total} exceeds the model's "
+                          f"{model_config.max_position_embeddings} positions")
     loader = prompt_loader(config, source, tokenizer, 1, shuffle=False)
     n = min(sample, len(source)) if getattr(source, "finite", True) else sample
-    ids = set(tokenizer.special_ids)
+    ids, kept = set(tokenizer.special_ids), 0
     for i in range(n):
         example = source[i]
-        _, prompt_ids, _ = loader.encode_prompt(example)
+        with user_input("data.max_prompt_len"):
+            _, prompt_ids, _ = loader.encode_prompt(example)
+        kept += prompt_ids is not None
         ids.update(prompt_ids or ())
         ids.update(tokenizer.encode(example.solution or example.answer))
-    top = max(ids)
+    if not kept:
+        raise ConfigError(f"data.max_prompt_len: all of the first {n} prompts are longer than "
+                          f"{config.data.max_prompt_len} tokens (data.overflow=drop drops them)")
+    top, v = max(ids), model_config.vocab_size
     if top >= v:
         field = "model.vocab_size" if config.model.vocab_size else "tokenizer"
         raise ConfigError(f"{field}: the tokenizer ({tokenizer.vocab_size} ids) gives the data "
@@ -85,6 +99,9 @@ def build_mesh(config):
         if key in config.mesh:
             mesh_cfg[key] = config.mesh[key]
     devices = jax.devices()
+    if config.mesh.num_devices > len(devices):
+        raise ConfigError(f"mesh.num_devices: {config.mesh.num_devices} but this process sees "
+                          f"{len(devices)} device(s)")
     if config.mesh.num_devices:
         devices = devices[:config.mesh.num_devices]
     return sharding.make_mesh(mesh_cfg, devices=devices), sharding.get_rules(config.mesh.rules)

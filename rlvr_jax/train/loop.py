@@ -96,11 +96,11 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     with user_input("model.hf_checkpoint" if config.model.hf_checkpoint else "model"):
         model_config = build_model_config(config, tokenizer)
     task, train_source, test_source = build_task_and_sources(config)
-    build.check_vocabulary(config, model_config, tokenizer, train_source)
-    with user_input("reward.verifier"):
-        verifier = scoring.choose_verifier(config.reward.verifier, task, tokenizer)
+    build.check_fit(config, model_config, tokenizer, train_source)
     with user_input("mesh"):
         mesh, rules = build_mesh(config)
+    with user_input("reward.verifier"):
+        verifier = scoring.choose_verifier(config.reward.verifier, task, tokenizer)
     evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier)
     workdir_lib.prepare(plan, config)  # The first write.
     if plan.notice and progress and jax.process_index() == 0:
