@@ -36,6 +36,12 @@ _ARCHITECTURES = {
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
 }
+# Reward models (`models.reward_model`): the same trunk with a `score` head.
+REWARD_ARCHITECTURES = {
+    "LlamaForSequenceClassification": "llama",
+    "Qwen2ForSequenceClassification": "qwen2",
+    "Qwen3ForSequenceClassification": "qwen3",
+}
 _MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
 _HF_NAMES = {family: (arch, family) for arch, family in _ARCHITECTURES.items()}
 # Defaults of the transformers config classes, for keys a config.json omits.
@@ -51,10 +57,11 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 def _family(cfg: Dict[str, Any]) -> str:
     archs = cfg.get("architectures") or []
     for arch in archs:
-        if arch in _ARCHITECTURES:
-            return _ARCHITECTURES[arch]
+        if arch in _ARCHITECTURES or arch in REWARD_ARCHITECTURES:
+            return _ARCHITECTURES.get(arch) or REWARD_ARCHITECTURES[arch]
     if archs:
-        raise ValueError(f"unsupported architecture {archs}; supported: {sorted(_ARCHITECTURES)}")
+        raise ValueError(f"unsupported architecture {archs}; supported: "
+                         f"{sorted(_ARCHITECTURES) + sorted(REWARD_ARCHITECTURES)}")
     model_type = cfg.get("model_type")
     if model_type in _MODEL_TYPES:
         return _MODEL_TYPES[model_type]
@@ -361,8 +368,11 @@ def load_hf_checkpoint(path: Union[str, os.PathLike], *, dtype: str = "float32",
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"not a directory: {path}")
-    config = config_from_hf(os.path.join(path, "config.json"), dtype=dtype,
-                            param_dtype=param_dtype)
+    raw = _read_json(os.path.join(path, "config.json"))
+    if set(raw.get("architectures") or ()) & set(REWARD_ARCHITECTURES):
+        raise ValueError(f"{path} is a reward model ({raw['architectures'][0]}); load it with "
+                         "rlvr_jax.models.reward_model.load_hf_reward_model")
+    config = config_from_hf(raw, dtype=dtype, param_dtype=param_dtype)
     reader = _Reader(path)
     try:
         params = params_from_hf(reader.get, reader.files.keys(), config)
@@ -383,13 +393,26 @@ def save_hf_checkpoint(params: Params, config: ModelConfig, path: Union[str, os.
       max_shard_bytes: if set and the tensors exceed it, write
         `model-0000k-of-0000n.safetensors` shards plus `model.safetensors.index.json`.
     """
-    from safetensors.numpy import save_file
+    check_save_args(dtype, max_shard_bytes)
+    hf_config = config_to_hf(config, dtype=dtype)
+    write_hf_directory(path, hf_config, params_to_hf(params, config, dtype=dtype),
+                       max_shard_bytes=max_shard_bytes)
+
+
+def check_save_args(dtype: str, max_shard_bytes: Optional[int]) -> None:
+    """Raises ValueError for an on-disk dtype or shard size an export cannot write."""
     if dtype not in ("float32", "bfloat16", "float16"):
         raise ValueError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
     if max_shard_bytes is not None and max_shard_bytes <= 0:
         raise ValueError(f"max_shard_bytes must be positive, got {max_shard_bytes}")
-    hf_config = config_to_hf(config, dtype=dtype)
-    tensors = params_to_hf(params, config, dtype=dtype)
+
+
+def write_hf_directory(path: Union[str, os.PathLike], hf_config: Dict[str, Any],
+                       tensors: Dict[str, np.ndarray], *,
+                       max_shard_bytes: Optional[int] = None) -> None:
+    """Writes `path/config.json` and the named tensors as safetensors (sharded with an index
+    when they exceed `max_shard_bytes`)."""
+    from safetensors.numpy import save_file
     path = os.fspath(path)
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
