@@ -4,8 +4,8 @@ from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.logprobs import chunked_logprobs, completion_logprobs, sequence_logprobs
 from rlvr_jax.models.transformer import (default_positions, forward, head_matrix, init_cache,
                                          init_params, jit_forward, param_logical_axes)
-from rlvr_jax.models.reward_model import (init_reward_params, reward_forward,
-                                          reward_logical_axes)
+from rlvr_jax.models.reward_model import (init_reward_params, jit_reward_forward,
+                                          reward_forward, reward_logical_axes)
 from rlvr_jax.models.value import init_value_params, value_forward, value_logical_axes
 
 __all__ = [
@@ -13,5 +13,6 @@ __all__ = [
     "default_positions", "head_matrix", "jit_forward", "chunked_logprobs", "completion_logprobs",
     "sequence_logprobs",
     "init_value_params", "value_forward", "value_logical_axes",
-    "reward_model", "init_reward_params", "reward_forward", "reward_logical_axes",
+    "reward_model", "init_reward_params", "reward_forward", "jit_reward_forward",
+    "reward_logical_axes",
 ]

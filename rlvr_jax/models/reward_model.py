@@ -18,6 +18,7 @@ is 1. The two agree whenever the pad id does not occur among the real tokens. Th
 when it does, most often when a tokenizer's pad token is its EOS and the scored text ends
 with that EOS: transformers then scores the token before it, we score the EOS itself.
 """
+import functools
 import os
 from typing import Any, Dict, Optional, Tuple, Union
 
@@ -163,3 +164,10 @@ def save_hf_reward_model(params: Params, config: ModelConfig, path: Union[str, o
     hf_config = reward_config_to_hf(config, num_labels=kernel.shape[1],
                                     pad_token_id=pad_token_id, dtype=dtype)
     hf.write_hf_directory(path, hf_config, tensors, max_shard_bytes=max_shard_bytes)
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def jit_reward_forward(params: Params, tokens: jax.Array, attention_mask: jax.Array, *,
+                       config: ModelConfig) -> jax.Array:
+    """`reward_forward` jitted: scores [B, K] float32 (a convenience for scripts and tests)."""
+    return reward_forward(params, tokens, attention_mask, config=config)

@@ -13,16 +13,25 @@ metric defined once) → the config's shapers in order (`shaping.rollout_shapers
 shaping that needs the policy's log-probs, KL in the reward, is `shaping.kl_in_reward`,
 which the update calls once it has the reference log-probs.
 
-Layering: imports `rlvr_jax.tasks`, `rlvr_jax.rewards`, `rlvr_jax.sampling`; never
+A reward model (`scoring.reward_model`) is scored on device too, inside the one program:
+`score_with_reward_model` adds its weighted score to the verifier's shaped verdicts.
+
+Layering: imports `rlvr_jax.tasks`, `rlvr_jax.rewards`, `rlvr_jax.sampling`,
+`rlvr_jax.models` (the reward model); never
 `rlvr_jax.train` or `rlvr_jax.evaluation` (both build on it).
 """
 from rlvr_jax.scoring.score import (decode_completions, is_correct, reward_metrics, score,
                                     score_on_device, score_on_host, verify_on_host)
-from rlvr_jax.scoring.shaping import Shaper, kl_in_reward, overlong, rollout_shapers, shape
+from rlvr_jax.scoring.reward_model import (RewardModel, reward_model_metrics,
+                                           reward_model_scores, score_with_reward_model)
+from rlvr_jax.scoring.shaping import Shaper, kl_in_reward, overlong, rollout_shapers, shape, \
+    weighted
 from rlvr_jax.scoring.verifiers import VERIFIERS, Verifier, choose_verifier, math_verifier, \
     task_verifier
 
 __all__ = ["Verifier", "VERIFIERS", "choose_verifier", "task_verifier", "math_verifier",
            "Shaper", "overlong", "rollout_shapers", "shape", "kl_in_reward",
            "is_correct", "reward_metrics", "score", "score_on_device", "score_on_host",
-           "verify_on_host", "decode_completions"]
+           "verify_on_host", "decode_completions", "weighted",
+           "RewardModel", "reward_model_scores", "reward_model_metrics",
+           "score_with_reward_model"]

@@ -39,7 +39,7 @@ def score(verdicts: jax.Array, rollout: sampling.Rollout, shapers) -> Tuple[jax.
 
 
 def score_on_device(rollout: sampling.Rollout, answers: jax.Array, *, verifier: Callable, rl,
-                    max_new_tokens: int) -> Tuple[jax.Array, Metrics]:
+                    max_new_tokens: int, shapers: Sequence = ()) -> Tuple[jax.Array, Metrics]:
     """Rewards [B] from a jittable token verifier, shaped as `rl` asks; jittable.
 
     Args:
@@ -47,10 +47,12 @@ def score_on_device(rollout: sampling.Rollout, answers: jax.Array, *, verifier: 
       answers: [P'] int32 reference answers (repeated over the G samples here).
       verifier: fn(tokens [B, N], mask [B, N], answers [B]) -> [B] float32.
       rl: the `RLConfig` (its shaping fields).
+      shapers: the reward components' shapers (`Verifier.shapers`: weights, overlong),
+        applied before `rl`'s.
     """
     g = rollout.tokens.shape[0] // answers.shape[0]
     verdicts = verifier(rollout.tokens, rollout.mask, jnp.repeat(answers, g, axis=0))
-    return score(verdicts, rollout, rollout_shapers(rl, max_new_tokens))
+    return score(verdicts, rollout, tuple(shapers) + rollout_shapers(rl, max_new_tokens))
 
 
 def decode_completions(tokenizer, tokens, mask) -> list:

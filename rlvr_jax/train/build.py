@@ -130,6 +130,11 @@ class Placer:
     def value_params(self, value_params):
         return sharding.shard_params(value_params, self.value_specs, self.mesh, self.rules)
 
+    def reward_params(self, reward_params, reward_config):
+        """A reward model's parameters, sharded by the same rules as the policy's."""
+        return sharding.shard_params(reward_params, models.reward_logical_axes(reward_config),
+                                     self.mesh, self.rules)
+
     def value_opt_state(self, opt_state, tx, value_params):
         return sharding.shard_optimizer_state(opt_state, tx, value_params, self.value_specs,
                                               self.mesh, self.rules)

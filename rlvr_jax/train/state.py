@@ -23,6 +23,8 @@ class TrainState:
         consumed (restored on resume).
       kl_coef: float32 scalar β of an adaptive KL-in-reward coefficient (None unless
         `rl.kl_target` is set; None adds no leaf, so older checkpoints still restore).
+      reward_params: frozen parameters of a reward model scored inside the RL step
+        (`scoring.RewardModel`; never updated), or None (no leaf).
     """
     step: jax.Array
     params: Any
@@ -33,6 +35,7 @@ class TrainState:
     value_opt_state: Any = None
     data_position: jax.Array = flax.struct.field(default_factory=lambda: jnp.zeros((), jnp.int32))
     kl_coef: Any = None
+    reward_params: Any = None
 
 
 def make_optimizer(*, learning_rate: float, warmup_steps: int = 0, total_steps: int = 0,
@@ -62,12 +65,14 @@ def make_optimizer(*, learning_rate: float, warmup_steps: int = 0, total_steps: 
 def create_train_state(params, tx: optax.GradientTransformation, rng: jax.Array, *,
                        ref_params=None, value_params=None,
                        value_tx: Optional[optax.GradientTransformation] = None,
-                       kl_coef: Optional[float] = None) -> TrainState:
-    """A fresh `TrainState` at step 0 (kl_coef: the initial adaptive β, or None)."""
+                       kl_coef: Optional[float] = None, reward_params=None) -> TrainState:
+    """A fresh `TrainState` at step 0 (kl_coef: the initial adaptive β, or None;
+    reward_params: a frozen reward model's parameters, or None)."""
     if value_params is not None and value_tx is None:
         raise ValueError("value_params need a value_tx optimizer")
     return TrainState(
         step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params), rng=rng,
         ref_params=ref_params, value_params=value_params,
         value_opt_state=None if value_params is None else value_tx.init(value_params),
-        kl_coef=None if kl_coef is None else jnp.asarray(kl_coef, jnp.float32))
+        kl_coef=None if kl_coef is None else jnp.asarray(kl_coef, jnp.float32),
+        reward_params=reward_params)

@@ -280,6 +280,23 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
 
 # ----------------------------------------------------------------------------- programs
 
+def score_on_device_with(state: TrainState, rollout: sampling.Rollout, answers: jax.Array, *,
+                         verifier: Callable, rl: RLConfig, max_new_tokens: int, shapers=(),
+                         reward_model: Optional[scoring.RewardModel] = None
+                         ) -> Tuple[jax.Array, Metrics]:
+    """(rewards [B'], metrics) of the one program: the on-device verifier's verdicts shaped
+    (`scoring.score_on_device`), plus the reward model's weighted score when there is one
+    (`scoring.score_with_reward_model`, parameters from `state.reward_params`)."""
+    kwargs = dict(verifier=verifier, rl=rl, max_new_tokens=max_new_tokens, shapers=shapers)
+    if reward_model is None:
+        return scoring.score_on_device(rollout, answers, **kwargs)
+    if state.reward_params is None:
+        raise ValueError("reward_model needs its parameters in state.reward_params "
+                         "(create_train_state(..., reward_params=...))")
+    return scoring.score_with_reward_model(rollout, answers, state.reward_params,
+                                           reward_model=reward_model, **kwargs)
+
+
 def decode_layout(params, decode_shardings=None):
     """The parameters laid out for decoding.
 
@@ -331,7 +348,8 @@ def make_update_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
 def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                  rl: RLConfig, tx: optax.GradientTransformation, verifier: Callable, *,
                  value_tx: Optional[optax.GradientTransformation] = None,
-                 return_rollout: bool = False, decode_shardings=None):
+                 return_rollout: bool = False, decode_shardings=None, shapers=(),
+                 reward_model: Optional[scoring.RewardModel] = None):
     """ONE jitted program: sample → score on device → advantages → updates.
 
     Args:
@@ -341,21 +359,28 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
       return_rollout: also return {"tokens" [B', N], "mask" [B', N], "rewards" [B']} of
         the sampled completions (e.g. to log what the policy writes).
       decode_shardings: optional parameter layout for decoding (`decode_layout`).
+      shapers: the reward components' jittable shapers (`scoring.Verifier.shapers`),
+        applied to the verdicts before `rl`'s.
+      reward_model: a reward model scored in the same program (`scoring.RewardModel`;
+        its frozen parameters in `state.reward_params`): its weighted score is added to the
+        shaped verdicts, which still decide `reward/correct`.
 
     Returns:
       rl_step(state, batch) -> (state, metrics) with batch = {"prompt_tokens" [P', Tp],
       "prompt_mask" [P', Tp], "answers" [P'] int32}; (state, metrics, samples) with
       return_rollout. The state is donated.
     """
+    score_rollout = functools.partial(
+        score_on_device_with, verifier=verifier, rl=rl, shapers=shapers,
+        max_new_tokens=sampling_config.max_new_tokens, reward_model=reward_model)
+
     @functools.partial(jax.jit, donate_argnums=(0,))
     def rl_step(state: TrainState, batch: Batch):
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout = sampling.generate(decode_layout(state.params, decode_shardings),
                                     batch["prompt_tokens"], batch["prompt_mask"], sample_rng,
                                     model_config=model_config, sampling_config=sampling_config)
-        rewards, reward_metrics = scoring.score_on_device(
-            rollout, batch["answers"], verifier=verifier, rl=rl,
-            max_new_tokens=sampling_config.max_new_tokens)
+        rewards, reward_metrics = score_rollout(state, rollout, batch["answers"])
         state, metrics = update(state.replace(rng=rng), rollout, rewards, update_rng,
                                 num_samples=sampling_config.num_samples,
                                 model_config=model_config, rl=rl, tx=tx,

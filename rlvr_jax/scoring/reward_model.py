@@ -1,0 +1,126 @@
+"""A reward model scored on device, inside the one compiled RL step.
+
+    rm = scoring.RewardModel(config=rm_config, weight=1.0)
+    state = create_train_state(..., reward_params=placer.reward_params(rm_params, rm_config))
+    rl_step = make_rl_step(mc, sc, rl, tx, verifier, reward_model=rm)
+
+The reward model (`models.reward_model`: a Llama / Qwen2 / Qwen3 trunk with a `score` head,
+e.g. a Hugging Face `*ForSequenceClassification` checkpoint) reads each sampled sequence as
+the policy wrote it — the left-padded prompt then the completion up to and including its
+stop token — and its score (label `label`) of the last real token is added to the reward:
+
+    reward = Σ_k w_k · c_k (the verifier's components) + weight · RM(prompt, completion)
+
+then the `RLConfig`'s shapers (overlong). The verifier still decides correctness
+(`reward/correct`, eval pass@k), so the true task accuracy is logged beside the reward
+model's score; with the verifier's weight 0 the policy trains on the reward model alone and
+reward hacking shows as `reward/reward_model` rising while `reward/correct` does not.
+Its parameters are frozen: they live in `TrainState.reward_params` (sharded like the
+policy's, never updated, no optimizer state).
+
+The reward model must share the policy's tokenizer (the ids are scored as sampled).
+"""
+import dataclasses
+import functools
+from typing import Callable, Dict, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+
+from rlvr_jax import sampling
+from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.models.reward_model import reward_forward
+from rlvr_jax.scoring.score import is_correct, score
+from rlvr_jax.scoring.shaping import rollout_shapers
+
+Metrics = Dict[str, jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardModel:
+    """A reward model's static description (hashable: part of the compiled program).
+
+    Attributes:
+      config: the reward model's `ModelConfig` (its trunk; may differ from the policy's).
+      weight: w in `reward += w · score`.
+      label: which of its K scores is the reward (0 for a scalar reward model).
+      microbatches: score the B sequences in this many equal slices (activation memory).
+    """
+    config: ModelConfig
+    weight: float = 1.0
+    label: int = 0
+    microbatches: int = 1
+
+
+def reward_model_scores(params, rollout: sampling.Rollout, *, reward_model: RewardModel
+                        ) -> jax.Array:
+    """Scores [B] float32 (no gradient) of the rollout's B sequences, prompt ++ completion.
+
+    Args:
+      params: {"trunk", "score"} (`models.reward_model`).
+      rollout: B sequences; `rollout.sequences()` gives tokens / attention [B, Tp + N].
+    """
+    tokens, attention = rollout.sequences()
+    k = reward_model.microbatches
+    if tokens.shape[0] % k:
+        raise ValueError(f"{tokens.shape[0]} sequences do not split into {k} micro-batches")
+
+    def one(x):
+        return reward_forward(params, x[0], x[1], config=reward_model.config)[:, reward_model.label]
+
+    split = (tokens.reshape((k, -1) + tokens.shape[1:]),
+             attention.reshape((k, -1) + attention.shape[1:]))
+    return jax.lax.stop_gradient(jax.lax.map(one, split).reshape(-1))
+
+
+def add_scores(rewards: jax.Array, rollout, *, scores: jax.Array, weight: float
+               ) -> Tuple[jax.Array, Metrics]:
+    """The shaper `rewards + weight · scores` (scores [B] of this rollout)."""
+    del rollout
+    return rewards + weight * scores, {}
+
+
+def reward_model_metrics(scores: jax.Array, correct: jax.Array, num_samples: int) -> Metrics:
+    """The reward model's scores [B] beside the verifier's verdicts (correct [B] bool).
+
+    reward/reward_model: the mean score; reward/reward_model_correct and
+    reward/reward_model_incorrect: the mean over completions the verifier accepts / rejects
+    (0 where there are none); reward/reward_model_agreement: of the pairs (one correct, one
+    incorrect completion of the same prompt, G = num_samples per prompt), the fraction the
+    reward model orders right (what a group advantage sees; 0 without such pairs).
+    """
+    c = correct.astype(jnp.float32)
+    n_c, n_i = jnp.sum(c), jnp.sum(1.0 - c)
+    s, cg = scores.reshape(-1, num_samples), c.reshape(-1, num_samples)
+    above = (s[:, :, None] > s[:, None, :]).astype(jnp.float32)  # [P, G, G]
+    pairs = cg[:, :, None] * (1.0 - cg)[:, None, :]
+    return {"reward/reward_model": jnp.mean(scores),
+            "reward/reward_model_correct": jnp.sum(scores * c) / jnp.maximum(n_c, 1.0),
+            "reward/reward_model_incorrect": jnp.sum(scores * (1.0 - c)) / jnp.maximum(n_i, 1.0),
+            "reward/reward_model_agreement": jnp.sum(above * pairs) / jnp.maximum(
+                jnp.sum(pairs), 1.0)}
+
+
+def score_with_reward_model(rollout: sampling.Rollout, answers: jax.Array, params, *,
+                            verifier: Callable, reward_model: RewardModel, rl,
+                            max_new_tokens: int, shapers: Sequence = ()
+                            ) -> Tuple[jax.Array, Metrics]:
+    """`score_on_device` plus a reward model: (rewards [B], metrics); jittable.
+
+    The verifier's verdicts [B] go through `shapers` (the components' weights; a weight 0
+    trains on the reward model alone), then `weight · scores` is added, then `rl`'s shapers.
+    Correctness (`reward/correct`) stays the verifier's.
+
+    Args:
+      rollout: B = P'·G sequences; answers: [P'] int32.
+      params: the reward model's parameters (`TrainState.reward_params`).
+      verifier: fn(tokens [B, N], mask [B, N], answers [B]) -> [B] float32.
+    """
+    g = rollout.tokens.shape[0] // answers.shape[0]
+    verdicts = verifier(rollout.tokens, rollout.mask, jnp.repeat(answers, g, axis=0))
+    scores = reward_model_scores(params, rollout, reward_model=reward_model)
+    add = functools.partial(add_scores, scores=scores, weight=reward_model.weight)
+    rewards, metrics = score(verdicts, rollout, tuple(shapers) + (add,) + rollout_shapers(
+        rl, max_new_tokens))
+    metrics.update(reward_model_metrics(scores, is_correct(verdicts), g))
+    return rewards, metrics
