@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from rlvr_jax.train import loop
+from rlvr_jax.train import build, loop
 from rlvr_jax.train.logging import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,6 +29,10 @@ SMALL = {
     "eval.num_prompts": 8, "eval.batch_size": 8, "eval.every": 0,
     "mesh.num_devices": 1, "model.preset": "tiny",
 }
+
+# Need a trained reward model (scripts/train_reward_model.py): validated and built with a
+# tiny exported one instead of run (test_reward_model_config_validates_and_builds).
+REWARD_MODEL = ("reward_model_arithmetic",)
 
 # Keys every RL record of metrics.jsonl must have (the issue's list).
 RL_KEYS = ("step", "rollout/reward_mean", "reward/correct", "loss/clip_frac_low",
@@ -97,6 +101,9 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     if load_config(os.path.join(ROOT, "configs", name + ".py")).model.hf_checkpoint:
         pytest.skip("real-model config (placeholder paths): tests/test_algorithms.py runs one "
                     "step of it with a tiny random checkpoint")
+    if name in REWARD_MODEL:
+        pytest.skip("reward-model config: test_reward_model_config_validates_and_builds (the "
+                    "on-device scoring runs in tests/test_reward_model_step.py)")
     summary, records, workdir = _run(name, tmp_path_factory)
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     rl_records = [r for r in records if r["phase"] == "rl"]
@@ -150,3 +157,36 @@ def test_check_key_names_the_unknown_part_and_suggests():
         check_key(config, "rl.stepz")
     with pytest.raises(ValueError, match="config has no field 'rll'"):
         check_key(config, "rll.steps")
+
+
+@pytest.mark.parametrize("name", REWARD_MODEL)
+def test_reward_model_config_validates_and_builds(name, tmp_path):
+    """A missing reward model is a one-line error before anything compiles; a tiny one
+    exported to Hugging Face format validates, loads and fits the tokenizer (no RL step)."""
+    import jax
+    from rlvr_jax.data.tokenizers import load_tokenizer
+    from rlvr_jax.models import presets, reward_model
+    from rlvr_jax.train.validate import ConfigError, validate
+    config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    config.reward.reward_model_path = str(tmp_path / "missing")
+    with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: no such directory"):
+        validate(config)
+    tok = load_tokenizer(config.tokenizer)
+    rm_config = presets.get("tiny", vocab_size=tok.vocab_size)
+    params = reward_model.init_reward_params(rm_config, jax.random.PRNGKey(0))
+    reward_model.save_hf_reward_model(params, rm_config, tmp_path / "rm", pad_token_id=tok.pad_id)
+    config.reward.reward_model_path = str(tmp_path / "rm")
+    validate(config)
+    spec, host_params, shapers = build.build_reward_model(config, tok)
+    assert spec.config == rm_config and spec.weight == 1.0 and len(shapers) == 1
+    np.testing.assert_array_equal(host_params["score"]["kernel"], params["score"]["kernel"])
+    small_vocab = rm_config.replace(vocab_size=tok.vocab_size - 1)
+    reward_model.save_hf_reward_model(
+        reward_model.init_reward_params(small_vocab, jax.random.PRNGKey(0)), small_vocab,
+        tmp_path / "other")
+    config.reward.reward_model_path = str(tmp_path / "other")
+    with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: .*not this tokenizer"):
+        build.build_reward_model(config, tok)
+    config.reward.verifier = "task"
+    with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: .*on device"):
+        validate(config)

@@ -22,7 +22,8 @@ Layering: imports `rlvr_jax.tasks`, `rlvr_jax.rewards`, `rlvr_jax.sampling`,
 """
 from rlvr_jax.scoring.score import (decode_completions, is_correct, reward_metrics, score,
                                     score_on_device, score_on_host, verify_on_host)
-from rlvr_jax.scoring.reward_model import (RewardModel, reward_model_metrics,
+from rlvr_jax.scoring.reward_model import (RewardModel, check_reward_model_path,
+                                           load_reward_model, reward_model_metrics,
                                            reward_model_scores, score_with_reward_model)
 from rlvr_jax.scoring.shaping import Shaper, kl_in_reward, overlong, rollout_shapers, shape, \
     weighted
@@ -34,4 +35,4 @@ __all__ = ["Verifier", "VERIFIERS", "choose_verifier", "task_verifier", "math_ve
            "is_correct", "reward_metrics", "score", "score_on_device", "score_on_host",
            "verify_on_host", "decode_completions", "weighted",
            "RewardModel", "reward_model_scores", "reward_model_metrics",
-           "score_with_reward_model"]
+           "score_with_reward_model", "check_reward_model_path", "load_reward_model"]

@@ -22,13 +22,17 @@ The reward model must share the policy's tokenizer (the ids are scored as sample
 """
 import dataclasses
 import functools
-from typing import Callable, Dict, Sequence, Tuple
+import json
+import os
+from typing import Any, Callable, Dict, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
 
 from rlvr_jax import sampling
 from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.models import hf
+from rlvr_jax.models import reward_model as rm_lib
 from rlvr_jax.models.reward_model import reward_forward
 from rlvr_jax.scoring.score import is_correct, score
 from rlvr_jax.scoring.shaping import rollout_shapers
@@ -124,3 +128,49 @@ def score_with_reward_model(rollout: sampling.Rollout, answers: jax.Array, param
         rl, max_new_tokens))
     metrics.update(reward_model_metrics(scores, is_correct(verdicts), g))
     return rewards, metrics
+
+
+# ----------------------------------------------------------------------------- from a path
+
+def check_reward_model_path(path: str) -> None:
+    """Raises FileNotFoundError / ValueError when `path` is not a local reward-model
+    directory this library reads (config.json of a supported `*ForSequenceClassification`
+    architecture, and safetensors). Cheap: reads config.json only, touches no device."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"no such directory: {path} (a local Hugging Face "
+                                "*ForSequenceClassification directory; nothing is downloaded)")
+    config_file = os.path.join(path, "config.json")
+    if not os.path.isfile(config_file):
+        raise FileNotFoundError(f"{path} has no config.json")
+    with open(config_file) as f:
+        raw = json.load(f)
+    archs = raw.get("architectures") or []
+    if not set(archs) & set(hf.REWARD_ARCHITECTURES):
+        raise ValueError(f"{path} holds {archs or 'no architectures'}, not a reward model; "
+                         f"supported: {', '.join(sorted(hf.REWARD_ARCHITECTURES))}")
+    hf.config_from_hf(raw)  # Unsupported options raise here.
+    if not any(os.path.isfile(os.path.join(path, name)) for name in
+               ("model.safetensors", "model.safetensors.index.json")):
+        raise FileNotFoundError(f"{path} has no model.safetensors (or its index)")
+
+
+def load_reward_model(path: str, *, weight: float = 1.0, microbatches: int = 1,
+                      dtype: str = "float32", param_dtype: str = "float32",
+                      vocab_size: int = 0, max_length: int = 0) -> Tuple[RewardModel, Any]:
+    """(RewardModel, host parameters) of the checkpoint at `path`.
+
+    Args:
+      vocab_size: the policy tokenizer's vocabulary; the reward model must embed every id
+        (it reads the sampled ids as they are: it must be the policy tokenizer's model).
+      max_length: the longest scored sequence (prompt width + new tokens), checked against
+        the reward model's positions.
+    """
+    check_reward_model_path(path)
+    config, params = rm_lib.load_hf_reward_model(path, dtype=dtype, param_dtype=param_dtype)
+    if config.vocab_size < vocab_size:
+        raise ValueError(f"{path}: the reward model embeds {config.vocab_size} ids but the "
+                         f"tokenizer has {vocab_size}: it is not this tokenizer's model")
+    if max_length > config.max_position_embeddings:
+        raise ValueError(f"{path}: sequences of {max_length} tokens exceed the reward "
+                         f"model's {config.max_position_embeddings} positions")
+    return RewardModel(config=config, weight=weight, microbatches=microbatches), params

@@ -5,6 +5,7 @@ data sources, the mesh and a `Placer`, the optimizers, the RL state, the held-ou
 and the RL step program (one jitted program with an on-device verifier, else the split
 path). None of them trains.
 """
+import functools
 from typing import Tuple
 
 import jax
@@ -218,9 +219,28 @@ def rl_optimizers(config, rl: RLConfig):
     return tx, value_tx
 
 
+def build_reward_model(config, tokenizer):
+    """(scoring.RewardModel, host parameters, its shapers) of `config.reward.reward_model_path`,
+    or (None, None, ()) without one. The reward model is the reward alone: the verifier's
+    verdicts get weight 0 (they still decide `reward/correct` and eval pass@k).
+    A checkpoint that cannot score this tokenizer's sequences raises `ConfigError`."""
+    r = config.reward
+    if not r.reward_model_path:
+        return None, None, ()
+    with user_input("reward.reward_model_path"):
+        spec, params = scoring.load_reward_model(
+            r.reward_model_path, microbatches=r.reward_model_microbatches,
+            dtype=config.model.dtype, param_dtype=config.model.param_dtype,
+            vocab_size=tokenizer.vocab_size,
+            max_length=config.data.max_prompt_len + config.sampling.max_new_tokens)
+    shapers = (functools.partial(scoring.weighted, name="token", weight=0.0),)
+    return spec, params, shapers
+
+
 def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config, init_rng,
-             rl_rng) -> state_lib.TrainState:
-    """The RL TrainState: policy (+ reference copy, + value model from the policy), placed."""
+             rl_rng, reward_params=None) -> state_lib.TrainState:
+    """The RL TrainState: policy (+ reference copy, + value model from the policy, + a frozen
+    reward model's placed parameters), placed."""
     value_params = None
     if rl.needs_value:  # PPO: a value model initialised from the (warmed-up) policy.
         value_params = placer.value_params(models.init_value_params(
@@ -229,7 +249,7 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
         params, tx, rl_rng,
         ref_params=jax.tree.map(jnp.copy, params) if rl.needs_reference else None,
         value_params=value_params, value_tx=value_tx,
-        kl_coef=rl.kl_coef if rl.adaptive_kl else None)
+        kl_coef=rl.kl_coef if rl.adaptive_kl else None, reward_params=reward_params)
     state = state.replace(opt_state=placer.opt_state(state.opt_state, tx, params))
     if rl.needs_value:
         state = state.replace(value_opt_state=placer.value_opt_state(
@@ -238,20 +258,25 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
 
 
 def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.Verifier,
-               tx, value_tx, placer: Placer, params):
+               tx, value_tx, placer: Placer, params, reward_model=None, shapers=()):
     """step(state, batch, examples) -> (state, metrics, samples): `make_rl_step` (one
-    program) with an on-device verifier, else `make_host_rl_step` (the split path)."""
+    program) with an on-device verifier (and `reward_model`, a `scoring.RewardModel`, with
+    the verifier's `shapers`), else `make_host_rl_step` (the split path)."""
     decode_shardings = None
     if config.sampling.decode_rules:  # Re-lay the parameters out for decoding.
         decode_shardings = sharding.logical_to_mesh_sharding(
             placer.specs, placer.mesh, sharding.get_rules(config.sampling.decode_rules), params)
     sc = sampling_config(config, tokenizer)
     if not verifier.on_device:
+        if reward_model is not None:
+            raise ConfigError("reward.reward_model_path: a reward model is scored on device; "
+                              "this run's verifier scores on the host")
         return step_lib.make_host_rl_step(model_config, sc, rl, tx, verifier.verify, tokenizer,
                                           value_tx=value_tx, decode_shardings=decode_shardings)
     rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, verifier.token,
                                     return_rollout=True, decode_shardings=decode_shardings,
-                                    value_tx=value_tx)
+                                    value_tx=value_tx, reward_model=reward_model,
+                                    shapers=shapers)
     return lambda state, batch, examples: rl_step(state, batch)
 
 

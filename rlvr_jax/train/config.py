@@ -64,6 +64,9 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.reward.verifier = "auto"       # auto | token (on device) | task (host) | math (host).
     c.reward.num_workers = 2         # Host verifier processes.
     c.reward.timeout_s = 5.0
+    c.reward.reward_model_path = ""  # A local HF *ForSequenceClassification dir, scored on
+    #                                  device in the RL step (docs/verifiers.md, reward models).
+    c.reward.reward_model_microbatches = 1  # Score the sampled sequences in this many slices.
 
 
 def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None:

@@ -52,6 +52,7 @@ class Run:
     verifier: scoring.Verifier
     evaluator: evaluation.Evaluator
     keys: Dict[str, jax.Array]  # init, sft, rl, eval
+    reward_model: Any = (None, None, ())  # build.build_reward_model: spec, host params, shapers
     ckpt: Optional[Checkpointer] = None
     writer: Optional[MetricsWriter] = None
     samples: Optional[SampleWriter] = None
@@ -101,6 +102,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
         mesh, rules = build_mesh(config)
     with user_input("reward.verifier"):
         verifier = scoring.choose_verifier(config.reward.verifier, task, tokenizer)
+    reward_model = build.build_reward_model(config, tokenizer)
     evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier)
     workdir_lib.prepare(plan, config)  # The first write.
     if plan.notice and progress and jax.process_index() == 0:
@@ -109,7 +111,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
     r = Run(config, plan.workdir, rl_config_from(config), tokenizer, model_config,
             train_source, build.Placer(mesh, rules, model_config), verifier, evaluator, keys,
-            progress=progress)
+            progress=progress, reward_model=reward_model)
     r.ckpt, resumed = open_checkpoints(config, plan)
     return r, resumed
 
@@ -190,10 +192,13 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     every config.checkpoint.every (and step 0, so the warm-up is never redone)."""
     config = r.config
     tx, value_tx = build.rl_optimizers(config, r.rl)
+    rm, rm_params, rm_shapers = r.reward_model
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
-                           init_rng=r.keys["init"], rl_rng=r.keys["rl"])
+                           init_rng=r.keys["init"], rl_rng=r.keys["rl"],
+                           reward_params=None if rm is None else r.placer.reward_params(
+                               rm_params, rm.config))
     program = build.rl_program(config, r.rl, r.model_config, r.tokenizer, r.verifier, tx,
-                               value_tx, r.placer, params)
+                               value_tx, r.placer, params, rm, rm_shapers)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
     if resumed is not None:  # Exact resume: state (params, optimizer, rng), data, evals.

@@ -14,7 +14,7 @@ import contextlib
 import os
 from typing import Iterator
 
-from rlvr_jax import sampling, sharding, tasks
+from rlvr_jax import sampling, scoring, sharding, tasks
 from rlvr_jax.models import config as model_config_lib
 from rlvr_jax.models import presets
 from rlvr_jax.train import algorithms
@@ -73,7 +73,7 @@ _MINIMUMS = (
     ("rl.overlong_buffer", 0), ("eval.every", 0), ("eval.num_prompts", 1),
     ("eval.batch_size", 1), ("eval.k", 1), ("checkpoint.every", 0), ("checkpoint.keep", 1),
     ("mesh.num_devices", 0), ("log_every", 1), ("log_samples_every", 0),
-    ("log_num_samples", 0), ("reward.num_workers", 0),
+    ("log_num_samples", 0), ("reward.num_workers", 0), ("reward.reward_model_microbatches", 1),
 )
 
 
@@ -160,6 +160,12 @@ def _check_reward(config) -> None:
     if verifier in ("token", "task") and config.data.source != "task":
         _fail("reward.verifier", f"{verifier!r} needs data.source=task (file data has no task "
               "to verify against); use \"math\" or \"auto\"")
+    if config.reward.reward_model_path:
+        with user_input("reward.reward_model_path"):
+            scoring.check_reward_model_path(config.reward.reward_model_path)
+        if verifier in ("task", "math") or config.data.source != "task":
+            _fail("reward.reward_model_path", "a reward model is scored on device, beside an "
+                  "on-device verifier (data.source=task with reward.verifier auto or token)")
 
 
 def _check_sampling(config) -> None:
