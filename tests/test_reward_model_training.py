@@ -1,5 +1,7 @@
 """The reward-model training pieces (`rlvr_jax.train.reward_model`): preference pairs labelled
 by the task's own verifier, in the RL layout; the Bradley-Terry loss and accuracy."""
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -57,7 +59,8 @@ def test_bradley_terry_loss_and_accuracy(tok, batch, model_config):
     batch, _ = batch
     params = reward_model.init_reward_params(model_config, jax.random.PRNGKey(0))
     params["score"]["kernel"] = params["score"]["kernel"] * 0.0
-    loss, m = rm_train.bradley_terry_loss(params, batch, config=model_config)
+    loss_fn = jax.jit(functools.partial(rm_train.bradley_terry_loss, config=model_config))
+    loss, m = loss_fn(params, {k: batch[k] for k in ("tokens", "attention")})
     assert float(loss) == pytest.approx(np.log(2.0), abs=1e-6)  # Equal scores: log 2.
     assert float(m["accuracy"]) == 0.0  # Ties are not right.
     # A head that reads the last token's hidden state: the metric equals a direct count.

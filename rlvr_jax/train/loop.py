@@ -209,7 +209,8 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     else:
         last_eval, start = summary["after_warmup"], 0
         if _saving(r):  # Step 0: the warm-up is never redone once RL has started.
-            r.ckpt.save(0, state, _checkpoint_extra(r, loader, summary, last_eval), force=True)
+            r.ckpt.save(0, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
+                        force=True)
     bar = progress_bar(config.rl.steps, "RL")
     bar.update(start)
     for i in range(start, config.rl.steps):
@@ -254,7 +255,7 @@ def after_rl_step(r: Run, step: int, state, metrics, loader, summary, last_eval)
     if config.eval.every and step % config.eval.every == 0 and step < config.rl.steps:
         last_eval = evaluate(r, state.params, step)
     if _saving(r):  # Every checkpoint.every steps and the last; async, atomic.
-        r.ckpt.save(step, state, _checkpoint_extra(r, loader, summary, last_eval),
+        r.ckpt.save(step, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
                     force=step == config.rl.steps)
     return last_eval
 
@@ -290,11 +291,18 @@ def restore(r: Run, step: int, state):
     """(state, extra) of the checkpoint at `step`, shaped like `state`; a checkpoint that
     does not fit the config raises `ConfigError` (not orbax's shape text)."""
     try:
-        return r.ckpt.restore(step, state)
+        restored, extra = r.ckpt.restore(step, _saved_part(state))
+        return restored.replace(reward_params=state.reward_params), extra
     except (ValueError, TypeError, KeyError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise ConfigError(f"--workdir: the step-{step} checkpoint in {r.ckpt.directory} does not "
                           f"fit this config ({first}); use a new --workdir") from e
+
+
+def _saved_part(state):
+    """The state a checkpoint holds: all of it but a reward model's frozen parameters, which
+    are read again from `reward.reward_model_path` on resume."""
+    return state.replace(reward_params=None)
 
 
 def _saving(r: Run) -> bool:
