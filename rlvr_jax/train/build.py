@@ -113,26 +113,51 @@ def prompt_mask(lengths: np.ndarray, width: int) -> np.ndarray:
 
 
 class Placer:
-    """Puts params, states and batches on the mesh."""
+    """Puts params, states and batches on the mesh.
+
+    A state is placed where the compiled steps return it, so that the second call of a
+    step does not compile it again: on a one-device mesh everything is replicated (what
+    XLA reports for a single device), and the state's scalars (step, rng, data position,
+    β) are replicated on the mesh (`scalars`).
+    """
 
     def __init__(self, mesh, rules, model_config):
         self.mesh, self.rules = mesh, rules
         self.specs = models.param_logical_axes(model_config)
         self.value_specs = models.value_logical_axes(model_config)
+        self._replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
     def params(self, params):
+        if self.mesh.size == 1:
+            return jax.device_put(params, self._replicated)
         return sharding.shard_params(params, self.specs, self.mesh, self.rules)
 
     def opt_state(self, opt_state, tx, params):
+        if self.mesh.size == 1:
+            return jax.device_put(opt_state, self._replicated)
         return sharding.shard_optimizer_state(opt_state, tx, params, self.specs, self.mesh,
                                               self.rules)
 
     def value_params(self, value_params):
+        if self.mesh.size == 1:
+            return jax.device_put(value_params, self._replicated)
         return sharding.shard_params(value_params, self.value_specs, self.mesh, self.rules)
 
     def value_opt_state(self, opt_state, tx, value_params):
+        if self.mesh.size == 1:
+            return jax.device_put(opt_state, self._replicated)
         return sharding.shard_optimizer_state(opt_state, tx, value_params, self.value_specs,
                                               self.mesh, self.rules)
+
+    def replicated(self, x):
+        """`x` (an array or None) replicated on the mesh."""
+        return None if x is None else jax.device_put(x, self._replicated)
+
+    def scalars(self, state: state_lib.TrainState) -> state_lib.TrainState:
+        """`state` with its step, rng, data position and β replicated on the mesh."""
+        put = self.replicated
+        return state.replace(step=put(state.step), rng=put(state.rng),
+                             data_position=put(state.data_position), kl_coef=put(state.kl_coef))
 
     def batch(self, batch):
         # Every process's loader yields the whole global batch (same seed, same order).
@@ -194,7 +219,7 @@ def sft_state(config, params, placer: Placer, rng) -> Tuple[state_lib.TrainState
     """(the warm-up's TrainState, its optimizer)."""
     tx = state_lib.make_optimizer(learning_rate=config.sft.learning_rate,
                                   warmup_steps=config.sft.warmup_steps, max_grad_norm=1.0)
-    state = state_lib.create_train_state(params, tx, rng)
+    state = placer.scalars(state_lib.create_train_state(params, tx, rng))
     return state.replace(opt_state=placer.opt_state(state.opt_state, tx, params)), tx
 
 
@@ -225,7 +250,7 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
         ref_params=jax.tree.map(jnp.copy, params) if rl.needs_reference else None,
         value_params=value_params, value_tx=value_tx,
         kl_coef=rl.kl_coef if rl.adaptive_kl else None)
-    state = state.replace(opt_state=placer.opt_state(state.opt_state, tx, params))
+    state = placer.scalars(state.replace(opt_state=placer.opt_state(state.opt_state, tx, params)))
     if rl.needs_value:
         state = state.replace(value_opt_state=placer.value_opt_state(
             state.value_opt_state, value_tx, value_params))

@@ -33,7 +33,7 @@ from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import (build_mesh, build_model_config,  # noqa: F401 (public)
                                   build_task_and_sources)
 from rlvr_jax.train.checkpoint import Checkpointer
-from rlvr_jax.train.logging import MetricsWriter, SampleWriter, progress_bar
+from rlvr_jax.train.logging import MetricsWriter, SampleWriter, exclude_compile, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.rl_config import from_config as rl_config_from  # noqa: F401 (public)
 from rlvr_jax.train.validate import ConfigError, user_input, validate
@@ -169,6 +169,8 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
             writer.write(i + 1, metrics, phase="sft")
             bar.set_postfix(loss=f"{metrics['sft/loss']:.3f}")
         bar.update(1)
+        if i == 0:
+            exclude_compile(bar)
     bar.close()
     return state
 
@@ -213,6 +215,8 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
         bar.set_postfix(reward=f"{metrics.get('rollout/reward_mean', 0.0):.3f}",
                         pass1=f"{last_eval['eval/pass@1']:.3f}")
         bar.update(1)
+        if i == start:
+            exclude_compile(bar)
     bar.close()
     return state
 
@@ -237,7 +241,8 @@ def rl_step(r: Run, program, state, loader, i: int):
     metrics["perf/sampled_tokens_per_s"] = build.prompts_per_step(config) * g * metrics[
         "rollout/response_length"] / dt
     metrics["train/pass@1"] = metrics.get("reward/correct", 0.0)
-    state = state.replace(data_position=jnp.asarray(loader.state()["index"], jnp.int32))
+    state = state.replace(data_position=r.placer.replicated(  # Where the step returns it.
+        np.asarray(loader.state()["index"], np.int32)))
     return state, metrics
 
 
