@@ -204,8 +204,10 @@ def test_script_exit_status_and_last_stderr_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" in proc.stderr
     assert proc.stderr.rstrip().splitlines()[-1].startswith("error: --workdir: ")
 
-    proc = _script(["--help"], REPO)
+    proc = _script(["--help", "--config", QUICK], REPO)
     assert proc.returncode == 0 and "--workdir DIR" in proc.stdout and proc.stderr == ""
+    assert "--config.checkpoint.every=100" in proc.stdout  # The file's value.
+    assert "--config.rl.aggregation='seq-mean-token-mean'\n      how per-token" in proc.stdout
 
 
 def test_missing_config_or_workdir_flag(capsys):
