@@ -147,7 +147,9 @@ class RewardPool:
             except (EOFError, OSError):
                 w.proc.join(1.0)
                 raise RuntimeError(f"reward worker failed to start (exit code {w.proc.exitcode}); "
-                                   "is the verifier a picklable module-level function?") from None
+                                   "is the verifier a picklable module-level function, and is the "
+                                   "caller's main module guarded by `if __name__ == "
+                                   "'__main__':`?") from None
         if now >= w.started + self.startup_timeout_s:
             raise RuntimeError(f"reward worker did not start within {self.startup_timeout_s:g}s")
 

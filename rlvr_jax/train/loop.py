@@ -64,7 +64,9 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     distributed.initialize(config.distributed)  # Before anything touches a device.
     r, resume_step, resumed = setup(config, workdir, progress)
     params = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
-    summary: Dict[str, Any] = {"model_params": r.model_config.num_params()}
+    summary: Dict[str, Any] = {"model_params": r.model_config.num_params(),
+                               "eval_data": r.evaluator.data.name}
+    _note(r.progress, f"held-out evaluation data: {summary['eval_data']}")
     if resumed is None:  # A checkpoint is always after the warm-up.
         params = warm_up(r, params)
         summary["after_warmup"] = evaluate(r, params, 0, label="after warm-up")
@@ -86,7 +88,7 @@ def setup(config, workdir: str, progress: bool = True):
     tokenizer = load_tokenizer(config.tokenizer, chat_template=config.data.chat_template or None)
     model_config = build_model_config(config, tokenizer)
     task, train_source, test_source = build_task_and_sources(config)
-    verifier = scoring.choose_verifier(config.reward.verifier, task, tokenizer)
+    verifier = scoring.reward_from_config(config, task, tokenizer)  # Checks config.reward.
     mesh, rules = build_mesh(config)
     keys = dict(zip(("init", "sft", "rl", "eval"),
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
@@ -180,6 +182,7 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
         bar.update(1)
     bar.close()
     samples_out.close()
+    getattr(program, "close", lambda: None)()  # Host scoring workers, if any.
     return state
 
 
@@ -296,6 +299,11 @@ def _check_finite(metrics: Dict[str, float], step: int,
 
 
 # ----------------------------------------------------------------------------- helpers
+
+def _note(enabled: bool, text: str) -> None:
+    if enabled and jax.process_index() == 0:
+        print(text, flush=True)
+
 
 def _print(enabled: bool, label: str, metrics: Dict[str, float]) -> None:
     if enabled and jax.process_index() == 0:
