@@ -19,9 +19,9 @@ def get_config():
                                    answer_format="marker")
     config.data.max_prompt_len = 16   # "3 5 7 -> 22:" plus BOS: at most 14 tokens.
     config.sampling.max_new_tokens = 32  # Worked steps + "#### (5*3)+7" + EOS: <= 29.
-    config.sft.steps = 300
+    config.sft.steps = 500
     config.sft.batch_size = 64
-    config.rl.steps = 150
+    config.rl.steps = 300
     config.rl.learning_rate = 1e-4
     config.rl.kl_coef = 0.0           # No reference model: faster on CPU.
     config.rl.num_prompts = 16
