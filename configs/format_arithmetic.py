@@ -3,7 +3,8 @@
 1-2 digit addition in the tags answer format (`<think>6 4</think><answer>46</answer>`, the
 worked solutions of the warm-up included); reward = 1.0 · task + 0.5 · format, scored on the
 host (in a process pool, reward.num_workers); `reward/task` and `reward/format` are logged
-every step. A short warm-up leaves the format imperfect, so its mean rises during GRPO.
+every step. A shorter warm-up than the quickstart's leaves ~8% of the sampled completions
+malformed, and GRPO lowers that while it raises pass@1 (numbers in docs/tasks.md).
 
     python scripts/train.py --config configs/format_arithmetic.py --workdir runs/format_arithmetic
 """
@@ -16,8 +17,8 @@ def get_config():
     config.reward.components = "task,format"
     config.reward.weights = "1.0,0.5"
     config.sampling.max_new_tokens = 48  # Tagged solutions + EOS: at most 41 tokens.
-    config.sft.steps = 150            # Short: the format is not yet reliable after it.
-    config.rl.steps = 150
+    config.sft.steps = 300            # Shorter than the quickstart's 400: format not yet reliable.
+    config.rl.steps = 200
     config.rl.kl_coef = 0.0
     config.eval.every = 50
     return config
