@@ -14,7 +14,6 @@ import pytest
 
 from rlvr_jax import rewards, sampling, scoring, tasks
 from rlvr_jax.data import datasets
-from rlvr_jax.rewards.components import HostReward
 from rlvr_jax.train import build
 from rlvr_jax.train.config import arithmetic_config, default_config
 from rlvr_jax.train.rl_config import RLConfig

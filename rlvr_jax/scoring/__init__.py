@@ -33,6 +33,7 @@ from rlvr_jax.scoring.verifiers import VERIFIERS, Verifier, choose_verifier, mat
 
 __all__ = ["Verifier", "VERIFIERS", "choose_verifier", "task_verifier", "math_verifier",
            "COMPONENTS", "check_reward_config", "parse_components", "reward_from_config",
-           "HostScorer", "Shaper", "overlong", "weighted", "rollout_shapers", "shape", "kl_in_reward",
+           "HostScorer", "Shaper", "overlong", "weighted", "rollout_shapers", "shape",
+           "kl_in_reward",
            "is_correct", "reward_metrics", "score", "score_on_device", "score_on_host",
            "verify_on_host", "decode_completions"]
