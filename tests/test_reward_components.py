@@ -257,6 +257,15 @@ def test_file_data_is_split_by_prompt_hash_and_disjoint(tmp_path):
         build.build_task_and_sources(config)
 
 
+def test_a_small_held_out_file_is_evaluated_once_per_prompt():
+    config = _config()
+    config.eval.num_prompts, config.eval.batch_size = 500, 250
+    examples = [tasks.Example(f"q{i}", "1", "", "t", str(i), "") for i in range(600)]
+    for n, sizes in ((40, (40, 40)), (300, (250, 250)), (600, (500, 250))):
+        assert build.eval_sizes(config, datasets.ExampleList(examples[:n])) == sizes
+    assert build.eval_sizes(config, datasets.TaskSource(tasks.get("sorting"))) == (500, 250)
+
+
 def test_eval_path_is_the_held_out_set(tmp_path, capsys):
     _write_jsonl(tmp_path / "train.jsonl", [f"q{i}" for i in range(20)])
     _write_jsonl(tmp_path / "eval.jsonl", ["q3", "e1", "e2"])

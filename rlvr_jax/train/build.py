@@ -144,17 +144,31 @@ def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
 
 def build_evaluator(config, model_config, tokenizer, test_source,
                     verifier: scoring.Verifier) -> evaluation.Evaluator:
-    """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts."""
-    loader = prompt_loader(config, test_source, tokenizer, config.eval.num_prompts,
-                           shuffle=False)
+    """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts (a
+    finite held-out set with fewer prompts is used once each, not cycled: all of it up to
+    `eval.batch_size`, else the largest multiple of `eval.batch_size` it holds)."""
+    num, batch_size = eval_sizes(config, test_source)
+    loader = prompt_loader(config, test_source, tokenizer, num, shuffle=False)
     pb = next(loader)
     data = evaluation.EvalData.scored_by(eval_data_name(config, test_source), pb.examples,
                                          verifier)
     return evaluation.Evaluator(model_config, tokenizer, pb.tokens,
                                 prompt_mask(pb.lengths, config.data.max_prompt_len), data,
                                 max_new_tokens=config.sampling.max_new_tokens,
-                                batch_size=config.eval.batch_size, k=config.eval.k,
+                                batch_size=batch_size, k=config.eval.k,
                                 temperature=config.eval.temperature)
+
+
+def eval_sizes(config, test_source) -> Tuple[int, int]:
+    """(held-out prompts, evaluation batch size): `config.eval`'s, shrunk to a finite
+    held-out set smaller than `eval.num_prompts`."""
+    num, batch_size = config.eval.num_prompts, config.eval.batch_size
+    if getattr(test_source, "finite", False) and len(test_source) < num:
+        num = len(test_source)
+        if num > batch_size:
+            num -= num % batch_size
+        batch_size = min(batch_size, num)
+    return num, batch_size
 
 
 def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
