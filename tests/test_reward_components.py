@@ -290,3 +290,18 @@ def test_split_by_prompt_needs_both_sides():
     exs = datasets.ExampleList([tasks.Example("p", "1", "", "t", "k", "")])
     with pytest.raises(ValueError, match="held out"):
         datasets.split_by_prompt(exs, test_fraction=0.5)
+
+
+def test_code_component_reads_tests_from_the_answer_field():
+    """`code` on a JSONL-style example: the answer field holds the tests (JSON list or one
+    assert per line); the completion's fenced block runs in the sandbox."""
+    from rlvr_jax.rewards import components
+    program = "```python\ndef add(a, b):\n    return a + b\n```"
+    as_json = tasks.Example("write add", json.dumps(["assert add(1, 2) == 3",
+                                                     "assert add(2, 2) == 4"]), "", "t", "k", "")
+    as_lines = tasks.Example("write add", "assert add(1, 2) == 3\nassert add(0, 0) == 1\n",
+                             "", "t", "k", "")
+    assert components.code_tests(as_lines) == ["assert add(1, 2) == 3", "assert add(0, 0) == 1"]
+    host = components.HostReward([("code", components.code_component, 1.0)], correct="code")
+    assert host(program, as_json) == {"code": 1.0, "reward": 1.0, "correct": 1.0}
+    assert host(program, as_lines)["code"] == 0.5  # One of two tests passes.
