@@ -51,6 +51,16 @@ def test_bad_reward_config_fails_before_any_compilation(components, weights, mes
         scoring.reward_from_config(config, tasks.get("arithmetic"), None)
 
 
+def test_the_trainer_rejects_an_unknown_component_before_building_anything(tmp_path):
+    from rlvr_jax.train import loop
+    config = _config("mathh")
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="^reward.components: unknown component 'mathh'"):
+        loop.run(config, str(tmp_path), progress=False)
+    assert time.perf_counter() - t0 < 5.0  # No model, no compilation.
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
 def test_other_reward_fields_are_checked():
     reward = default_config().reward
     for field, value, words in (("verifier", "llm", "reward.verifier: unknown verifier 'llm'"),
