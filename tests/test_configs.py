@@ -4,6 +4,13 @@ Loading mimics `ml_collections.config_flags.DEFINE_config_file`: import the file
 and call `get_config()`. The run goes through `rlvr_jax.train.loop.run` with the sizes
 overridden small (`SMALL`); compile time dominates, so each config runs once per session
 (`_run`) and the tests read its metrics.jsonl.
+
+The task configs scored on the host (`BUILD_ONLY`: countdown, sorting, format_arithmetic)
+have their own shapes, so a run would compile new programs: they are loaded, validated and
+built, and their own worked solutions must earn full reward from the run's host scoring (in
+its process pool; no compilation). The split path's step with weighted components in a pool
+is run in tests/test_train_step.py with the shapes compiled there already; the learning
+runs are documented commands (docs/tasks.md).
 """
 import glob
 import importlib.util
@@ -13,7 +20,10 @@ import os
 import numpy as np
 import pytest
 
-from rlvr_jax.train import loop
+from rlvr_jax import scoring
+from rlvr_jax.data import datasets
+from rlvr_jax.data.tokenizers import load_tokenizer
+from rlvr_jax.train import build, loop
 from rlvr_jax.train.logging import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,6 +39,9 @@ SMALL = {
     "eval.num_prompts": 8, "eval.batch_size": 8, "eval.every": 0,
     "mesh.num_devices": 1, "model.preset": "tiny",
 }
+
+# Built and scored on the host, not run (see the module docstring).
+BUILD_ONLY = ("countdown_grpo", "format_arithmetic", "sorting_grpo")
 
 # Keys every RL record of metrics.jsonl must have (the issue's list).
 RL_KEYS = ("step", "rollout/reward_mean", "reward/correct", "loss/clip_frac_low",
@@ -97,6 +110,8 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     if load_config(os.path.join(ROOT, "configs", name + ".py")).model.hf_checkpoint:
         pytest.skip("real-model config (placeholder paths): tests/test_algorithms.py runs one "
                     "step of it with a tiny random checkpoint")
+    if name in BUILD_ONLY:
+        pytest.skip("host-scored task config: test_task_config_builds_and_scores_solutions")
     summary, records, workdir = _run(name, tmp_path_factory)
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     rl_records = [r for r in records if r["phase"] == "rl"]
@@ -132,6 +147,33 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
         assert json.load(f)["rl"]["algorithm"] == config.rl.algorithm
     assert os.path.exists(os.path.join(workdir, "summary.json"))
+
+
+@pytest.mark.parametrize("name", BUILD_ONLY)
+def test_task_config_builds_and_scores_solutions(name):
+    """A host-scored task config: valid, its prompts fit, and the host scoring the run
+    would use (in a process pool) gives its own worked solutions full reward."""
+    config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    scoring.check_reward_config(config.reward)
+    tokenizer = load_tokenizer(config.tokenizer)
+    task, train, test = build.build_task_and_sources(config)
+    verifier = scoring.reward_from_config(config, task, tokenizer)
+    assert not verifier.on_device
+    loader = build.prompt_loader(config, train, tokenizer, 16, seed=0)
+    pb = next(loader)
+    assert loader.state()["dropped"] == 0  # Every prompt fits data.max_prompt_len.
+    solutions = [ex.solution for ex in pb.examples]
+    _, mask = datasets.completion_arrays(solutions, tokenizer,
+                                         max_len=config.sampling.max_new_tokens)
+    assert mask.shape == (16, config.sampling.max_new_tokens)  # They fit the budget.
+    with build.host_scorer(config, verifier) as scorer:
+        verdicts, components, info = scorer(solutions, pb.examples)
+    full = sum(w for _, w in scoring.parse_components(config.reward)) or 1.0
+    np.testing.assert_allclose(verdicts, np.full(16, full, np.float32), rtol=1e-6)
+    for name_, values in components.items():  # Every component (and correctness) is 1.
+        np.testing.assert_array_equal(values, np.ones(16, np.float32), err_msg=name_)
+    assert info["errors"] == info["timeouts"] == 0
+    assert not {ex.key for ex in pb.examples} & {test[i].key for i in range(20)}
 
 
 def test_tokens_per_second_counts_tokens(tmp_path_factory):

@@ -29,6 +29,14 @@ def overlong(rewards: jax.Array, rollout, *, max_length: int, buffer: int,
     return rewards + penalty, {"reward/overlong": jnp.mean(penalty)}
 
 
+def weighted(rewards: jax.Array, rollout, *, name: str, weight: float
+             ) -> Tuple[jax.Array, Metrics]:
+    """weight · r, logging the unweighted mean as `reward/<name>` (an on-device component
+    of `reward.components`, e.g. the token verifier with a weight)."""
+    del rollout
+    return weight * rewards, {f"reward/{name}": jnp.mean(rewards)}
+
+
 def rollout_shapers(rl, max_new_tokens: int) -> Tuple[Shaper, ...]:
     """The shapers `rl` (an `RLConfig`, or anything with its fields) asks for, in order."""
     shapers = []

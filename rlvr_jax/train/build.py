@@ -45,11 +45,9 @@ def build_task_and_sources(config):
         return (task, datasets.TaskSource(task, seed=config.seed, split="train"),
                 datasets.TaskSource(task, seed=config.seed + 1, split="test"))
     readers = {"jsonl": datasets.read_jsonl, "parquet": datasets.read_parquet}
+    if d.source in readers:
+        return (None,) + file_sources(d, readers[d.source])
     with user_input("data.path"):
-        if d.source in readers:
-            data = readers[d.source](d.path, prompt_field=d.prompt_field,
-                                     answer_field=d.answer_field)
-            return None, data, data
         if d.source == "tfds":
             return None, datasets.read_tfds(d.path, split="train"), datasets.read_tfds(
                 d.path, split="test")
@@ -91,6 +89,37 @@ def check_fit(config, model_config, tokenizer, source, sample: int = 64) -> None
         raise ConfigError(f"{field}: the tokenizer ({tokenizer.vocab_size} ids) gives the data "
                           f"and special tokens ids up to {top}, past the model's vocab_size {v}: "
                           "it is not this model's tokenizer")
+
+
+def file_sources(d, read):
+    """(train, held-out) ExampleLists of a file: `d.eval_path` when given (a warning names
+    the prompts it shares with the training file), else a hash split of `d.path`
+    (`datasets.split_by_prompt`, `d.eval_fraction`). The held-out list's name says which."""
+    fields = dict(prompt_field=d.prompt_field, answer_field=d.answer_field)
+    with user_input("data.path"):
+        data = read(d.path, **fields)
+    if not d.eval_path:
+        with user_input("data.eval_fraction"):
+            return datasets.split_by_prompt(data, test_fraction=d.eval_fraction, name=d.path)
+    with user_input("data.eval_path"):
+        test = read(d.eval_path, **fields)
+    shared = {ex.prompt for ex in data.examples} & {ex.prompt for ex in test.examples}
+    test.name = f"data.eval_path {d.eval_path} ({len(test)} prompts)"
+    if shared:
+        print(f"warning: {len(shared)} prompts of data.eval_path {d.eval_path} are also in "
+              f"data.path {d.path}", flush=True)
+        test.name += f", {len(shared)} also in data.path"
+    return data, test
+
+
+def eval_data_name(config, test_source) -> str:
+    """What the held-out evaluation runs on, in words (summary.json's "eval_data")."""
+    d = config.data
+    if d.source == "task":
+        return f"{d.task} test split (hash-disjoint from train; stream seed {config.seed + 1})"
+    if d.source == "tfds":
+        return f"tfds {d.path} split test"
+    return test_source.name
 
 
 def build_mesh(config):
@@ -187,16 +216,31 @@ def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
 
 def build_evaluator(config, model_config, tokenizer, test_source,
                     verifier: scoring.Verifier) -> evaluation.Evaluator:
-    """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts."""
-    loader = prompt_loader(config, test_source, tokenizer, config.eval.num_prompts,
-                           shuffle=False)
+    """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts (a
+    finite held-out set with fewer prompts is used once each, not cycled: all of it up to
+    `eval.batch_size`, else the largest multiple of `eval.batch_size` it holds)."""
+    num, batch_size = eval_sizes(config, test_source)
+    loader = prompt_loader(config, test_source, tokenizer, num, shuffle=False)
     pb = next(loader)
-    data = evaluation.EvalData.scored_by("held-out", pb.examples, verifier)
+    data = evaluation.EvalData.scored_by(eval_data_name(config, test_source), pb.examples,
+                                         verifier)
     return evaluation.Evaluator(model_config, tokenizer, pb.tokens,
                                 prompt_mask(pb.lengths, config.data.max_prompt_len), data,
                                 max_new_tokens=config.sampling.max_new_tokens,
-                                batch_size=config.eval.batch_size, k=config.eval.k,
+                                batch_size=batch_size, k=config.eval.k,
                                 temperature=config.eval.temperature)
+
+
+def eval_sizes(config, test_source) -> Tuple[int, int]:
+    """(held-out prompts, evaluation batch size): `config.eval`'s, shrunk to a finite
+    held-out set smaller than `eval.num_prompts`."""
+    num, batch_size = config.eval.num_prompts, config.eval.batch_size
+    if getattr(test_source, "finite", False) and len(test_source) < num:
+        num = len(test_source)
+        if num > batch_size:
+            num -= num % batch_size
+        batch_size = min(batch_size, num)
+    return num, batch_size
 
 
 def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
@@ -267,12 +311,27 @@ def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.
             placer.specs, placer.mesh, sharding.get_rules(config.sampling.decode_rules), params)
     sc = sampling_config(config, tokenizer)
     if not verifier.on_device:
-        return step_lib.make_host_rl_step(model_config, sc, rl, tx, verifier.verify, tokenizer,
-                                          value_tx=value_tx, decode_shardings=decode_shardings)
+        scorer = host_scorer(config, verifier)
+        step = step_lib.make_host_rl_step(model_config, sc, rl, tx, scorer, tokenizer,
+                                          value_tx=value_tx, decode_shardings=decode_shardings,
+                                          shapers=verifier.shapers)
+        step.close = scorer.close  # The loop stops the scoring workers after RL.
+        return step
     rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, verifier.token,
                                     return_rollout=True, decode_shardings=decode_shardings,
-                                    value_tx=value_tx)
+                                    value_tx=value_tx, shapers=verifier.shapers)
     return lambda state, batch, examples: rl_step(state, batch)
+
+
+def host_scorer(config, verifier: scoring.Verifier) -> scoring.HostScorer:
+    """The host scoring of `verifier`'s training reward: in-process when
+    `config.reward.num_workers` is 0, else a process pool with `config.reward.timeout_s`
+    per sample."""
+    names = verifier.components and tuple(
+        n for n in verifier.components if n != "overlong") + ("correct",)
+    return scoring.HostScorer(verifier.host_reward, num_workers=config.reward.num_workers,
+                              timeout_s=config.reward.timeout_s, preload=verifier.preload,
+                              names=names or ())
 
 
 def place_rl_batch(placer: Placer, pb, width: int) -> dict:

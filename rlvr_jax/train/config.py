@@ -52,7 +52,7 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.data.source = "task"           # task | jsonl | parquet | tfds.
     c.data.task = "arithmetic"       # For source=task: arithmetic | countdown | sorting.
     c.data.task_kwargs = ml_collections.ConfigDict(  # The task's knobs (docs/tasks.md).
-        dict(ops=("add",), min_digits=1, max_digits=2, style="steps"))
+        dict(ops=("add",), min_digits=1, max_digits=2, style="steps", answer_format="marker"))
     c.data.path = ""                 # File path (jsonl/parquet) or TFDS builder name.
     c.data.prompt_field = "prompt"   # jsonl/parquet/tfds: the field holding the prompt text...
     c.data.answer_field = "answer"   # ...and the reference answer.
@@ -60,10 +60,16 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.data.overflow = "drop"         # ...are dropped, truncated or an error.
     c.data.chat_template = ""        # Optional template applied to every prompt.
 
-    c.reward = ml_collections.ConfigDict()
-    c.reward.verifier = "auto"       # auto | token (on device) | task (host) | math (host).
-    c.reward.num_workers = 2         # Host verifier processes.
-    c.reward.timeout_s = 5.0
+    c.data.eval_path = ""            # jsonl/parquet: held-out file; "" = a hash split of path
+    c.data.eval_fraction = 0.1       # ...holding out this share of the prompts (by hash).
+
+    c.reward = ml_collections.ConfigDict()  # docs/verifiers.md, "Rewards from the config".
+    c.reward.verifier = "auto"       # auto | token (on device) | task | math | math_verify (host).
+    c.reward.components = ""         # "" = the verifier alone; or e.g. "task,format": names
+    #                                  from token task math math_verify code format overlong.
+    c.reward.weights = ""            # One float per component, e.g. "1.0,0.2" ("" = all 1).
+    c.reward.num_workers = 2         # Host scoring processes (0: in the trainer's process).
+    c.reward.timeout_s = 5.0         # Per sample in those processes; past it the sample scores 0.
 
 
 def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None:

@@ -73,7 +73,9 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     distributed.initialize(config.distributed)  # Before anything touches a device.
     r, resumed = setup(config, plan, progress)
     params = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
-    summary: Dict[str, Any] = {"model_params": r.model_config.num_params()}
+    summary: Dict[str, Any] = {"model_params": r.model_config.num_params(),
+                               "eval_data": r.evaluator.data.name}
+    _note(r.progress, f"held-out evaluation data: {summary['eval_data']}")
     if resumed is None:  # A checkpoint is always after the warm-up.
         open_logs(r)
         params = warm_up(r, params)
@@ -99,8 +101,8 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     build.check_fit(config, model_config, tokenizer, train_source)
     with user_input("mesh"):
         mesh, rules = build_mesh(config)
-    with user_input("reward.verifier"):
-        verifier = scoring.choose_verifier(config.reward.verifier, task, tokenizer)
+    with user_input("reward"):
+        verifier = scoring.reward_from_config(config, task, tokenizer)  # Checks config.reward.
     evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier)
     workdir_lib.prepare(plan, config)  # The first write.
     if plan.notice and progress and jax.process_index() == 0:
@@ -218,6 +220,7 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
         if i == start:
             exclude_compile(bar)
     bar.close()
+    getattr(program, "close", lambda: None)()  # Host scoring workers, if any.
     return state
 
 
@@ -332,6 +335,11 @@ def _check_finite(metrics: Dict[str, float], step: int,
 
 
 # ----------------------------------------------------------------------------- helpers
+
+def _note(enabled: bool, text: str) -> None:
+    if enabled and jax.process_index() == 0:
+        print(text, flush=True)
+
 
 def _print(enabled: bool, label: str, metrics: Dict[str, float]) -> None:
     if enabled and jax.process_index() == 0:

@@ -331,7 +331,7 @@ def make_update_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
 def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                  rl: RLConfig, tx: optax.GradientTransformation, verifier: Callable, *,
                  value_tx: Optional[optax.GradientTransformation] = None,
-                 return_rollout: bool = False, decode_shardings=None):
+                 return_rollout: bool = False, decode_shardings=None, shapers=()):
     """ONE jitted program: sample → score on device → advantages → updates.
 
     Args:
@@ -341,6 +341,8 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
       return_rollout: also return {"tokens" [B', N], "mask" [B', N], "rewards" [B']} of
         the sampled completions (e.g. to log what the policy writes).
       decode_shardings: optional parameter layout for decoding (`decode_layout`).
+      shapers: the reward components' jittable shapers (`scoring.Verifier.shapers`),
+        applied to the verdicts before `rl`'s.
 
     Returns:
       rl_step(state, batch) -> (state, metrics) with batch = {"prompt_tokens" [P', Tp],
@@ -355,7 +357,7 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
                                     model_config=model_config, sampling_config=sampling_config)
         rewards, reward_metrics = scoring.score_on_device(
             rollout, batch["answers"], verifier=verifier, rl=rl,
-            max_new_tokens=sampling_config.max_new_tokens)
+            max_new_tokens=sampling_config.max_new_tokens, shapers=shapers)
         state, metrics = update(state.replace(rng=rng), rollout, rewards, update_rng,
                                 num_samples=sampling_config.num_samples,
                                 model_config=model_config, rl=rl, tx=tx,
@@ -371,13 +373,16 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
 def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                       rl: RLConfig, tx: optax.GradientTransformation, verify: Callable,
                       tokenizer, *, value_tx: Optional[optax.GradientTransformation] = None,
-                      decode_shardings=None):
+                      decode_shardings=None, shapers=()):
     """`make_rl_step`'s twin for host verifiers: sample (jitted) → decode and score on the
     host (`scoring.score_on_host`) → update (jitted), with the same keys (`step_keys`).
 
     Args:
-      verify: fn(completion_text, example) -> float reward (>= 1 is correct).
+      verify: fn(completion_text, example) -> float reward (>= 1 is correct), scored in
+        this process; or a `scoring.HostScorer` (e.g. a process pool with per-sample
+        timeouts, a weighted sum of reward components).
       tokenizer: decodes the completions for `verify`.
+      shapers: the reward components' shapers, applied before `rl`'s.
 
     Returns:
       step(state, batch, examples) -> (state, metrics, {"tokens" [B', N], "mask" [B', N],
@@ -393,7 +398,7 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
         texts = scoring.decode_completions(tokenizer, rollout.tokens, rollout.mask)
         rewards, reward_metrics = scoring.score_on_host(
             rollout, texts, [ex for ex in examples for _ in range(g)], verify=verify, rl=rl,
-            max_new_tokens=sampling_config.max_new_tokens)
+            max_new_tokens=sampling_config.max_new_tokens, shapers=shapers)
         state, metrics = update_fn(state.replace(rng=rng), rollout, rewards, update_rng)
         metrics.update(reward_metrics)
         return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,

@@ -1,0 +1,149 @@
+"""Rewards from the config: named components with weights (`config.reward`).
+
+    config.reward.components = "task,format"     # comma-separated names ("" = one verifier)
+    config.reward.weights = "1.0,0.2"            # as many floats ("" = all 1.0)
+
+On the command line: `--config.reward.components=task,format --config.reward.weights=1,0.2`.
+The reward of a completion is Σ_k w_k · c_k; each component's mean is logged as
+`reward/<name>`. Correctness (`reward/correct`, eval pass@k, maj@k) is decided by the first
+correctness component (token, task, math, math_verify, code), else by `reward.verifier`.
+
+`check_reward_config(config.reward)` validates the section without touching a device;
+`reward_from_config(config, task, tokenizer)` builds the `Verifier` of a run. With no
+components it is exactly `choose_verifier(config.reward.verifier, ...)`.
+"""
+import functools
+from typing import Tuple
+
+from rlvr_jax.scoring import shaping
+from rlvr_jax.scoring.verifiers import VERIFIERS, Verifier, choose_verifier, math_verifier, \
+    task_verifier
+
+# name -> what it scores (docs/verifiers.md has the failure modes and costs).
+COMPONENTS = {
+    "token": "the task's on-device token verifier (arithmetic): 1 for the right answer",
+    "task": "the task's host verifier (Task.verify): 1 for the right final answer",
+    "math": "the rule math verifier on example.answer (rewards.math_reward)",
+    "math_verify": "math-verify on the extracted answer (rewards.math_verify_reward)",
+    "code": "pass fraction of the example's unit tests in the sandbox (rewards.code_reward)",
+    "format": "1 for exactly <think>...</think><answer>...</answer> (rewards.format_reward)",
+    "overlong": "DAPO soft overlong penalty in [-1, 0] on the completion length",
+}
+CORRECTNESS = ("token", "task", "math", "math_verify", "code")
+ON_DEVICE = ("token", "overlong")  # Jittable: the one-program path.
+
+
+def _names(text: str) -> Tuple[str, ...]:
+    return tuple(p.strip() for p in str(text).split(",") if p.strip())
+
+
+def parse_components(reward) -> Tuple[Tuple[str, float], ...]:
+    """((name, weight), ...) of `config.reward` (validated); () without components."""
+    check_reward_config(reward)
+    names = _names(reward.components)
+    weights = [float(w) for w in _names(reward.weights)] or [1.0] * len(names)
+    return tuple(zip(names, weights))
+
+
+def check_reward_config(reward) -> None:
+    """Raises ValueError, naming the field (`reward.components: ...`), for a bad
+    `config.reward`: an unknown verifier or component, a repeated component, weights that
+    are not numbers or not one per component, `token` mixed with host components,
+    num_workers < 0, timeout_s <= 0. Cheap: no compilation, no device."""
+    if reward.verifier not in VERIFIERS:
+        raise ValueError(f"reward.verifier: unknown verifier {reward.verifier!r}; known: "
+                         f"{', '.join(VERIFIERS)}")
+    names = _names(reward.components)
+    for name in names:
+        if name not in COMPONENTS:
+            raise ValueError(f"reward.components: unknown component {name!r}; known: "
+                             f"{', '.join(COMPONENTS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"reward.components: a component is repeated in {reward.components!r}")
+    weights = _names(reward.weights)
+    try:
+        [float(w) for w in weights]
+    except ValueError:
+        raise ValueError(f"reward.weights: not a comma-separated list of numbers: "
+                         f"{reward.weights!r}") from None
+    if weights and len(weights) != len(names):
+        raise ValueError(f"reward.weights: {len(weights)} weights for {len(names)} components "
+                         f"({', '.join(names) or 'none'})")
+    if "token" in names and set(names) - set(ON_DEVICE):
+        raise ValueError("reward.components: 'token' scores on device and combines only with "
+                         f"'overlong'; got {reward.components!r} (use 'task' for the host)")
+    if names and not set(names) - {"overlong"}:
+        raise ValueError("reward.components: 'overlong' alone is no reward; add a "
+                         "correctness or format component")
+    if reward.num_workers < 0:
+        raise ValueError(f"reward.num_workers: must be >= 0, got {reward.num_workers}")
+    if reward.timeout_s <= 0:
+        raise ValueError(f"reward.timeout_s: must be > 0, got {reward.timeout_s}")
+
+
+def host_component(name: str, task):
+    """The picklable host fn(text, example) -> float of component `name`."""
+    from rlvr_jax import rewards
+    from rlvr_jax.rewards import components as comp
+    if name in ("task", "token"):
+        if task is None:
+            raise ValueError(f"reward.components: {name!r} needs data.source='task'")
+        return task.verify
+    if name in ("math", "math_verify"):
+        kind = "rule" if name == "math" else "math_verify"
+        return functools.partial(comp.on_answer, reward=rewards.get_math_verifier(kind))
+    return {"format": comp.format_component, "code": comp.code_component}[name]
+
+
+def _correctness_verifier(name: str, task, tokenizer) -> Verifier:
+    """The eval / `reward/correct` verifier of correctness component `name`."""
+    if name in ("math", "math_verify"):
+        return math_verifier("rule" if name == "math" else name)
+    if name == "code":
+        from rlvr_jax.rewards import components as comp
+        return Verifier(verify=comp.code_component, answer_key=lambda text: None)
+    if task is None:
+        raise ValueError(f"reward.components: {name!r} needs data.source='task'")
+    verifier = task_verifier(task, tokenizer if name == "token" else None)
+    if name == "token" and not verifier.on_device:
+        raise ValueError(f"reward.components: 'token' needs a task with an on-device "
+                         f"verifier; {task.name!r} has none (use 'task')")
+    return verifier
+
+
+def _overlong_shaper(config, weight: float):
+    n = config.sampling.max_new_tokens
+    if config.rl.overlong_buffer > 0:
+        raise ValueError("reward.components: 'overlong' and rl.overlong_buffer > 0 would "
+                         "apply the DAPO penalty twice; use one of them")
+    return functools.partial(shaping.overlong, max_length=n, buffer=max(1, n // 4), coef=weight)
+
+
+def reward_from_config(config, task, tokenizer) -> Verifier:
+    """The `Verifier` of a run from `config.reward` (and `config.sampling.max_new_tokens`,
+    `config.rl.overlong_buffer`): `choose_verifier(config.reward.verifier, ...)` without
+    components, else the weighted components (on device when every one is)."""
+    from rlvr_jax.rewards.components import HostReward
+    pairs = parse_components(config.reward)
+    if not pairs:
+        return choose_verifier(config.reward.verifier, task, tokenizer)
+    names = tuple(n for n, _ in pairs)
+    correct = next((n for n in names if n in CORRECTNESS), None)
+    if correct:
+        base = _correctness_verifier(correct, task, tokenizer)
+    else:  # E.g. format only: reward.verifier's host verifier decides correctness.
+        name = config.reward.verifier
+        base = choose_verifier("task" if name in ("auto", "token") and task is not None
+                               else name, task, None)
+    shapers = tuple(_overlong_shaper(config, w) for n, w in pairs if n == "overlong")
+    if correct == "token":  # Every component is on device (checked).
+        weight = dict(pairs)["token"]
+        return Verifier(base.verify, base.answer_key, base.token, base.check_steps,
+                        shapers=(functools.partial(shaping.weighted, name="token",
+                                                   weight=weight),) + shapers,
+                        components=names)
+    terms = [(n, host_component(n, task), w) for n, w in pairs if n != "overlong"]
+    host = HostReward(terms, correct=correct, correct_fn=None if correct else base.verify)
+    preload = ("math_verify",) if "math_verify" in names else ()
+    return Verifier(base.verify, base.answer_key, None, base.check_steps, host=host,
+                    shapers=shapers, components=names, preload=preload)
