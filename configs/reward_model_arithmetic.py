@@ -15,6 +15,8 @@ from rlvr_jax.train.config import arithmetic_config
 def get_config():
     config = arithmetic_config(algorithm="grpo")
     config.rl.kl_coef = 0.0          # No reference model: as the quickstart.
+    config.reward.components = "reward_model"  # The reward model alone (weight 1); the token
+    #                                            verifier measures correctness only.
     config.reward.reward_model_path = "runs/rm_arithmetic"  # From scripts/train_reward_model.py.
     config.eval.every = 50
     return config

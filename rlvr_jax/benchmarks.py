@@ -308,7 +308,66 @@ def add_rl_step_parser(subparsers):
     p.set_defaults(func=rl_step_command)
 
 
-COMMANDS = [add_sample_parser, add_train_parser, add_rl_step_parser, add_decode_cost_parser]
+def _scoring_workload(verifier: str, count: int, pairs_path: str):
+    """(host fn(text, example), texts [count], examples [count]) of one verifier."""
+    from rlvr_jax import scoring, tasks
+    if verifier == "task":  # Countdown completions: half right, half with a wrong answer.
+        task = tasks.get("countdown", max_number=9, max_target=30, ops=("+", "-", "*"))
+        examples = task.generate(count, seed=0)
+        texts = [ex.solution if i % 2 else ex.solution + "+1" for i, ex in enumerate(examples)]
+        return task.verify, texts, examples
+    with open(pairs_path, encoding="utf-8") as f:  # Audited answer pairs, right and wrong.
+        pairs = [json.loads(line) for line in f if line.strip()]
+    pairs = [pairs[i % len(pairs)] for i in range(count)]
+    examples = [tasks.Example(prompt="", answer=p["reference"], solution="", task="math",
+                              key=str(i), split="test") for i, p in enumerate(pairs)]
+    texts = [f"So the final answer is $\\boxed{{{p['candidate']}}}$." for p in pairs]
+    kind = "rule" if verifier == "math" else "math_verify"
+    return scoring.math_verifier(kind).verify, texts, examples
+
+
+def scoring_command(args):
+    """Host scoring throughput (completions/s): in-process vs a RewardPool of n workers."""
+    from rlvr_jax import scoring
+    fn, texts, examples = _scoring_workload(args.verifier, args.count, args.pairs)
+    preload = ("math_verify",) if args.verifier == "math_verify" else ()
+    out = {"benchmark": "scoring", "verifier": args.verifier, "completions": args.count,
+           "timeout_s": args.timeout_s}
+    for workers in args.workers:
+        start = time.perf_counter()
+        scorer = scoring.HostScorer(fn, num_workers=workers, timeout_s=args.timeout_s,
+                                    preload=preload)
+        scorer(texts[:8], examples[:8])  # Workers up and warm (imports done).
+        startup = time.perf_counter() - start
+        times, errors = [], 0
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            _, _, info = scorer(texts, examples)
+            times.append(time.perf_counter() - t0)
+            errors += info["errors"] + info["timeouts"]
+        scorer.close()
+        key = "serial" if workers == 0 else f"pool{workers}"
+        out[f"{key}_per_s"] = args.count / statistics.median(times)
+        out[f"{key}_startup_s"] = startup
+        out[f"{key}_failures"] = errors
+    return out
+
+
+def add_scoring_parser(subparsers):
+    p = subparsers.add_parser("scoring", help=scoring_command.__doc__)
+    p.add_argument("--verifier", default="task", choices=("task", "math", "math_verify"))
+    p.add_argument("--count", type=int, default=1024, help="completions per timed call")
+    p.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2],
+                   help="0: in-process; n: a RewardPool of n processes")
+    p.add_argument("--timeout-s", type=float, default=5.0)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--pairs", default="tests/data/answer_pairs.jsonl",
+                   help="reference/candidate pairs for the math verifiers")
+    p.set_defaults(func=scoring_command)
+
+
+COMMANDS = [add_sample_parser, add_train_parser, add_rl_step_parser, add_decode_cost_parser,
+            add_scoring_parser]
 
 
 def main(argv=None):

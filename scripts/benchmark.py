@@ -6,6 +6,8 @@
         --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
     python scripts/benchmark.py rl_step --preset qwen2.5-0.5b --dtype bfloat16 \
         --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
+    python scripts/benchmark.py scoring --verifier task|math|math_verify --count 1024 \
+        --workers 0 1 2
 
 See rlvr_jax/benchmarks.py for what each measures and docs/performance.md for results.
 """

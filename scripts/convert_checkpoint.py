@@ -4,6 +4,9 @@
     python scripts/convert_checkpoint.py orbax-to-hf  OUT_DIR HF_DIR  [--dtype bfloat16]
                                                                       [--max-shard-bytes N]
 
+Exports are exact by default: the tensors keep the parameters' own dtype
+(`param_dtype` in model_config.json) unless `--dtype` asks for another.
+
 An orbax params directory holds `params/` (the parameter pytree, written by
 orbax's StandardCheckpointer) and `model_config.json` (the `ModelConfig` fields).
 """
@@ -54,7 +57,8 @@ def main(argv=None) -> None:
     to_hf = sub.add_parser("orbax-to-hf", help="orbax params -> Hugging Face directory")
     to_hf.add_argument("in_dir")
     to_hf.add_argument("hf_dir")
-    to_hf.add_argument("--dtype", default="bfloat16", help="tensor dtype on disk")
+    to_hf.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                       help="tensor dtype on disk (default: the parameters' own dtype, exact)")
     to_hf.add_argument("--max-shard-bytes", type=int, default=5 * 2**30)
     args = parser.parse_args(argv)
 
@@ -65,7 +69,7 @@ def main(argv=None) -> None:
         print(f"{config.family}: {config.num_params():,} parameters -> {args.out_dir}")
     else:
         config, params = load_orbax(args.in_dir)
-        hf.save_hf_checkpoint(params, config, args.hf_dir, dtype=args.dtype,
+        hf.save_hf_checkpoint(params, config, args.hf_dir, dtype=args.dtype or config.param_dtype,
                               max_shard_bytes=args.max_shard_bytes)
         print(f"{config.family}: {config.num_params():,} parameters -> {args.hf_dir}")
 

@@ -50,13 +50,26 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    """Parses `argv`, evaluates, prints the JSON report. A missing file or directory, or a
+    bad argument value, ends with one `error:` line on stderr and exit status 2."""
     args = parse_args(argv)
+    try:
+        data, tokenizer, config, params = _load(args)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}",
+              file=sys.stderr)
+        sys.exit(2)
+    _evaluate(args, data, tokenizer, config, params)
+
+
+def _load(args):
+    """(eval data, tokenizer, model config, params) from the arguments."""
     from rlvr_jax import evaluation
     from rlvr_jax.data.tokenizers import load_tokenizer
 
     if args.task:
         data = evaluation.task_data(args.task, split=args.split, num_prompts=args.num_prompts,
-                                    seed=args.task_seed, **json.loads(args.task_kwargs))
+                                    seed=args.task_seed, **_knobs(args.task_kwargs))
     else:
         data = evaluation.jsonl_data(args.jsonl, prompt_field=args.prompt_field,
                                      answer_field=args.answer_field,
@@ -70,6 +83,11 @@ def main(argv=None):
         config, params = evaluation.load_policy(tokenizer=tokenizer, hf_dir=args.hf_dir,
                                                 params_dir=args.params_dir, preset=args.preset,
                                                 dtype=args.dtype, seed=args.seed)
+    return data, tokenizer, config, params
+
+
+def _evaluate(args, data, tokenizer, config, params):
+    from rlvr_jax import evaluation
     ks = [int(k) for k in args.k.split(",")] if args.k else ()
     report = evaluation.evaluate_policy(
         params, config, tokenizer, data, num_samples=args.num_samples, ks=ks,
@@ -84,6 +102,16 @@ def main(argv=None):
         with open(args.out, "w") as f:
             f.write(text + "\n")
     print(text)
+
+
+def _knobs(text: str) -> dict:
+    try:
+        knobs = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"--task-kwargs: not JSON ({e}): {text}") from None
+    if not isinstance(knobs, dict):
+        raise ValueError(f"--task-kwargs: a JSON object is needed, got {text}")
+    return knobs
 
 
 if __name__ == "__main__":

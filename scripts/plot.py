@@ -77,8 +77,17 @@ def main(argv=None):
     p.add_argument("--out", default="", help="PNG path (default: beside metrics.jsonl)")
     args = p.parse_args(argv)
     from rlvr_jax.train.logging import read_metrics
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        _fail("plot.py needs matplotlib: pip install -c constraints.txt -e \".[viz]\"")
     path = os.path.join(args.path, "metrics.jsonl") if os.path.isdir(args.path) else args.path
-    records = read_metrics(path)
+    if not os.path.isfile(path):
+        _fail(f"no such file: {path}")
+    try:
+        records = read_metrics(path)
+    except ValueError as e:
+        _fail(f"{path}: not JSON lines ({e})")
     available = numeric_keys(records)
     if args.keys:
         keys = args.keys.split(",")
@@ -86,13 +95,19 @@ def main(argv=None):
         keys = available if args.all else [k for k in PREFERRED if k in available] or available
     missing = [k for k in keys if k not in available]
     if missing or not keys:
-        sys.exit(f"not in {path}: {missing or 'any metric'}; available: {available}")
+        _fail(f"--keys: not in {path}: {missing or 'any metric'}; available: {available}")
     if not 0.0 <= args.smooth < 1.0:
-        sys.exit("--smooth must be in [0, 1)")
+        _fail(f"--smooth: must be in [0, 1), got {args.smooth}")
     run_dir = os.path.dirname(os.path.abspath(path))
     out = args.out or os.path.join(run_dir, "metrics.png")
     plot(records, keys, out, smooth=args.smooth, title=os.path.basename(run_dir))
     print(f"{len(keys)} curves -> {out}")
+
+
+def _fail(message: str) -> None:
+    """One `error:` line on stderr, exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -90,7 +90,15 @@ CASES = [
     ("task", ["--config.data.task=calculus"], None, "data.task: unknown task 'calculus'"),
     ("task-knob", ["--config.data.task_kwargs.ops=add,pow"], None, "data.task_kwargs: ops"),
     ("verifier", ["--config.reward.verifier=llm"], None, "reward.verifier: unknown verifier"),
+    ("component", ["--config.reward.components=task,mathh"], None,
+     "reward.components: unknown component 'mathh'; known:"),
+    ("weights", ["--config.reward.components=task,format", "--config.reward.weights=1"], None,
+     "reward.weights: 1 weights for 2 components"),
+    ("timeout", ["--config.reward.timeout_s=0"], None, "reward.timeout_s: must be > 0"),
     ("source", ["--config.data.source=csv"], None, "data.source: must be one of"),
+    ("eval-path", ["--config.data.source=jsonl", "--config.data.path={tmp}/data.jsonl",
+                   "--config.data.eval_path={tmp}/held.jsonl"], None,
+     "data.eval_path: no such file"),
     ("jsonl-no-path", ["--config.data.source=jsonl"], None, "data.path: is empty"),
     ("jsonl-missing", ["--config.data.source=jsonl", "--config.data.path={tmp}/no.jsonl"], None,
      "data.path: no such file"),
@@ -204,8 +212,18 @@ def test_script_exit_status_and_last_stderr_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" in proc.stderr
     assert proc.stderr.rstrip().splitlines()[-1].startswith("error: --workdir: ")
 
-    proc = _script(["--help"], REPO)
+    proc = _script(["--help", "--config", QUICK], REPO)
     assert proc.returncode == 0 and "--workdir DIR" in proc.stdout and proc.stderr == ""
+    assert "--config.checkpoint.every=100" in proc.stdout  # The file's value.
+    assert "--config.rl.aggregation='seq-mean-token-mean'\n      how per-token" in proc.stdout
+
+
+def test_every_config_field_has_help():
+    from rlvr_jax.train.config import default_config
+    from rlvr_jax.train.config_help import field_help
+    fields = field_help(default_config())
+    assert len(fields) > 100
+    assert [name for name, _, text in fields if not text] == []
 
 
 def test_missing_config_or_workdir_flag(capsys):

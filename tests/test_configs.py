@@ -4,6 +4,13 @@ Loading mimics `ml_collections.config_flags.DEFINE_config_file`: import the file
 and call `get_config()`. The run goes through `rlvr_jax.train.loop.run` with the sizes
 overridden small (`SMALL`); compile time dominates, so each config runs once per session
 (`_run`) and the tests read its metrics.jsonl.
+
+The task configs scored on the host (`BUILD_ONLY`: countdown, sorting, format_arithmetic)
+have their own shapes, so a run would compile new programs: they are loaded, validated and
+built, and their own worked solutions must earn full reward from the run's host scoring (in
+its process pool; no compilation). The split path's step with weighted components in a pool
+is run in tests/test_train_step.py with the shapes compiled there already; the learning
+runs are documented commands (docs/tasks.md).
 """
 import glob
 import importlib.util
@@ -13,6 +20,9 @@ import os
 import numpy as np
 import pytest
 
+from rlvr_jax import scoring
+from rlvr_jax.data import datasets
+from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.train import build, loop
 from rlvr_jax.train.logging import read_metrics
 
@@ -30,6 +40,8 @@ SMALL = {
     "mesh.num_devices": 1, "model.preset": "tiny",
 }
 
+# Built and scored on the host, not run (see the module docstring).
+BUILD_ONLY = ("countdown_grpo", "format_arithmetic", "sorting_grpo")
 # Need a trained reward model (scripts/train_reward_model.py): validated and built with a
 # tiny exported one instead of run (test_reward_model_config_validates_and_builds).
 REWARD_MODEL = ("reward_model_arithmetic",)
@@ -101,6 +113,8 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     if load_config(os.path.join(ROOT, "configs", name + ".py")).model.hf_checkpoint:
         pytest.skip("real-model config (placeholder paths): tests/test_algorithms.py runs one "
                     "step of it with a tiny random checkpoint")
+    if name in BUILD_ONLY:
+        pytest.skip("host-scored task config: test_task_config_builds_and_scores_solutions")
     if name in REWARD_MODEL:
         pytest.skip("reward-model config: test_reward_model_config_validates_and_builds (the "
                     "on-device scoring runs in tests/test_reward_model_step.py)")
@@ -141,6 +155,33 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     assert os.path.exists(os.path.join(workdir, "summary.json"))
 
 
+@pytest.mark.parametrize("name", BUILD_ONLY)
+def test_task_config_builds_and_scores_solutions(name):
+    """A host-scored task config: valid, its prompts fit, and the host scoring the run
+    would use (in a process pool) gives its own worked solutions full reward."""
+    config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    scoring.check_reward_config(config.reward)
+    tokenizer = load_tokenizer(config.tokenizer)
+    task, train, test = build.build_task_and_sources(config)
+    verifier = scoring.reward_from_config(config, task, tokenizer)
+    assert not verifier.on_device
+    loader = build.prompt_loader(config, train, tokenizer, 16, seed=0)
+    pb = next(loader)
+    assert loader.state()["dropped"] == 0  # Every prompt fits data.max_prompt_len.
+    solutions = [ex.solution for ex in pb.examples]
+    _, mask = datasets.completion_arrays(solutions, tokenizer,
+                                         max_len=config.sampling.max_new_tokens)
+    assert mask.shape == (16, config.sampling.max_new_tokens)  # They fit the budget.
+    with build.host_scorer(config, verifier) as scorer:
+        verdicts, components, info = scorer(solutions, pb.examples)
+    full = sum(w for _, w in scoring.parse_components(config.reward)) or 1.0
+    np.testing.assert_allclose(verdicts, np.full(16, full, np.float32), rtol=1e-6)
+    for name_, values in components.items():  # Every component (and correctness) is 1.
+        np.testing.assert_array_equal(values, np.ones(16, np.float32), err_msg=name_)
+    assert info["errors"] == info["timeouts"] == 0
+    assert not {ex.key for ex in pb.examples} & {test[i].key for i in range(20)}
+
+
 def test_tokens_per_second_counts_tokens(tmp_path_factory):
     """perf/tokens_per_s must be positive: every step trains on some response tokens."""
     _, records, _ = _run("quickstart", tmp_path_factory)
@@ -162,12 +203,13 @@ def test_check_key_names_the_unknown_part_and_suggests():
 @pytest.mark.parametrize("name", REWARD_MODEL)
 def test_reward_model_config_validates_and_builds(name, tmp_path):
     """A missing reward model is a one-line error before anything compiles; a tiny one
-    exported to Hugging Face format validates, loads and fits the tokenizer (no RL step)."""
+    exported to Hugging Face format validates, loads, fits the tokenizer and gives the
+    on-device reward (the token verifier at weight 0 beside it) — no RL step."""
     import jax
-    from rlvr_jax.data.tokenizers import load_tokenizer
     from rlvr_jax.models import presets, reward_model
     from rlvr_jax.train.validate import ConfigError, validate
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    assert scoring.parse_components(config.reward) == (("reward_model", 1.0),)
     config.reward.reward_model_path = str(tmp_path / "missing")
     with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: no such directory"):
         validate(config)
@@ -177,9 +219,13 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     reward_model.save_hf_reward_model(params, rm_config, tmp_path / "rm", pad_token_id=tok.pad_id)
     config.reward.reward_model_path = str(tmp_path / "rm")
     validate(config)
-    spec, host_params, shapers = build.build_reward_model(config, tok)
-    assert spec.config == rm_config and spec.weight == 1.0 and len(shapers) == 1
+    spec, host_params = build.build_reward_model(config, tok)
+    assert spec.config == rm_config and spec.weight == 1.0
     np.testing.assert_array_equal(host_params["score"]["kernel"], params["score"]["kernel"])
+    task, _, _ = build.build_task_and_sources(config)
+    verifier = scoring.reward_from_config(config, task, tok)
+    assert verifier.on_device and verifier.shapers[0].keywords == {"name": "token",
+                                                                   "weight": 0.0}
     small_vocab = rm_config.replace(vocab_size=tok.vocab_size - 1)
     reward_model.save_hf_reward_model(
         reward_model.init_reward_params(small_vocab, jax.random.PRNGKey(0)), small_vocab,
@@ -187,6 +233,15 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     config.reward.reward_model_path = str(tmp_path / "other")
     with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: .*not this tokenizer"):
         build.build_reward_model(config, tok)
-    config.reward.verifier = "task"
-    with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: .*on device"):
+    config.reward.reward_model_path = str(tmp_path / "rm")
+    config.reward.components, config.reward.weights = "task,reward_model", "1,0.5"
+    with pytest.raises(ConfigError, match=r"^reward\.components: 'reward_model' scores on "
+                                          r"device and combines only with 'token', 'overlong'"):
+        validate(config)
+    config.reward.components, config.reward.weights = "token", ""
+    with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: is set but "
+                                          r"'reward_model' is not in reward.components"):
+        validate(config)
+    config.reward.components, config.reward.reward_model_path = "reward_model", ""
+    with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: is empty"):
         validate(config)

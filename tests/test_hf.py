@@ -245,7 +245,7 @@ def test_convert_script_round_trip(hf_models, tmp_path):
     convert.main(["hf-to-orbax", str(tmp_path / "hf"), str(tmp_path / "orbax"),
                   "--dtype", "float32"])
     convert.main(["orbax-to-hf", str(tmp_path / "orbax"), str(tmp_path / "back"),
-                  "--dtype", "float32", "--max-shard-bytes", "50000"])
+                  "--max-shard-bytes", "50000"])  # Default dtype: the params' own (exact).
     config, params = hf.load_hf_checkpoint(tmp_path / "hf")
     config2, params2 = hf.load_hf_checkpoint(tmp_path / "back")
     assert config2 == config

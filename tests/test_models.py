@@ -103,6 +103,20 @@ def test_segment_ids_pack_independent_sequences(tiny_config, tiny_params):
     np.testing.assert_allclose(out[:, 4:7], out_b, atol=1e-5)
 
 
+def test_padding_holes_do_not_move_positions(tiny_config, tiny_params):
+    """A mask with zeros inside a row: the real tokens keep the positions (and so the
+    logits) they have with the hole removed; packed segments still restart at 0."""
+    seg = jnp.asarray([[1, 1, 0, 0, 1, 1], [0, 1, 0, 1, 0, 1], [1, 0, 2, 0, 2, 0]], jnp.int32)
+    np.testing.assert_array_equal(transformer.default_positions(seg)[np.asarray(seg) > 0],
+                                  [0, 1, 2, 3, 0, 1, 2, 0, 0, 1])
+    tokens = jnp.asarray(np.random.default_rng(4).integers(1, 100, (1, 6)), jnp.int32)
+    holed, _ = models.forward(tiny_params, tokens, config=tiny_config,
+                              attention_mask=seg[:1])
+    compact, _ = models.forward(tiny_params, tokens[:, jnp.asarray([0, 1, 4, 5])],
+                                config=tiny_config)
+    np.testing.assert_allclose(holed[:, jnp.asarray([0, 1, 4, 5])], compact, atol=1e-5)
+
+
 @pytest.mark.parametrize("overrides", [
     dict(qk_norm=True, qkv_bias=False, family="qwen3"),
     dict(tie_embeddings=False, qkv_bias=False, family="llama",

@@ -200,3 +200,10 @@ def test_evaluate_from_a_training_runs_checkpoint(tokenizer, tmp_path, monkeypat
     jax.tree.map(np.testing.assert_array_equal, params, jax.device_get(summary["state"].params))
     with pytest.raises(FileNotFoundError, match="config.json"):
         load_run(str(tmp_path / "missing"), tokenizer=tokenizer)
+    # A run without checkpoints: a clear error, and no empty checkpoints/ left behind.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text((tmp_path / "config.json").read_text())
+    with pytest.raises(FileNotFoundError, match="no complete checkpoint; train with"):
+        load_run(str(bare), tokenizer=tokenizer)
+    assert sorted(os.listdir(bare)) == ["config.json"]

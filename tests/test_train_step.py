@@ -419,6 +419,40 @@ def test_host_rl_step_draws_the_one_program_keys(tok, model_config, params, prom
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=PARAM_ATOL)
 
 
+def _text_length_parity(text, example):
+    """A picklable host component: 1 when the completion text has an even length."""
+    del example
+    return float(len(text) % 2 == 0)
+
+
+def test_host_rl_step_with_weighted_components_in_a_pool(tok, model_config, params, prompts):
+    """The split path scoring two weighted components in a process pool (what
+    `reward.components` + `reward.num_workers` build): the rewards are the weighted sums,
+    each component is logged, reward/correct counts the correctness component, no sample
+    failed. Same shapes as the test above, so no new compilation."""
+    from rlvr_jax.rewards import components
+    sc = _sampling_config(tok)
+    rl = step_lib.RLConfig(num_prompts=P, aggregation="token-mean")
+    pb, pmask = prompts
+    batch = {"prompt_tokens": jnp.asarray(pb.tokens), "prompt_mask": jnp.asarray(pmask),
+             "answers": jnp.asarray(pb.answers)}
+    reward = components.HostReward([("parity", _text_length_parity, 1.0),
+                                    ("format", components.format_component, 0.5)],
+                                   correct="parity")
+    with scoring.HostScorer(reward, num_workers=2, timeout_s=30.0,
+                            names=("parity", "format", "correct")) as scorer:
+        step = step_lib.make_host_rl_step(model_config, sc, rl, TX, scorer, tok)
+        state, metrics, samples = step(_fresh_state(params, seed=7), batch, pb.examples)
+    texts = scoring.decode_completions(tok, samples["tokens"], samples["mask"])
+    parity = np.array([_text_length_parity(t, None) for t in texts], np.float32)
+    np.testing.assert_array_equal(np.asarray(samples["rewards"]), parity)  # format: 0.
+    assert float(metrics["reward/parity"]) == pytest.approx(float(parity.mean()))
+    assert float(metrics["reward/correct"]) == pytest.approx(float(parity.mean()))
+    assert float(metrics["reward/format"]) == 0.0
+    assert float(metrics["reward/host_errors"]) == float(metrics["reward/host_timeouts"]) == 0
+    assert int(state.step) == 1 and np.isfinite(float(metrics["train/loss"]))
+
+
 # ----------------------------------------------------------------------------- SFT
 
 def test_sft_step_lowers_the_nll(tok, model_config, params, prompts):

@@ -175,6 +175,29 @@ def _convert(numbered, *, name, prompt_field, answer_field, metadata_fields, on_
     return ExampleList(examples, name=name, stats=stats)
 
 
+def split_by_prompt(source: ExampleList, *, test_fraction: float,
+                    name: str = "") -> tuple[ExampleList, ExampleList]:
+    """(train, test) of a finite source, split by the SHA-256 of each prompt's text
+    (`tasks.split_of`): deterministic, the same on every machine, and a prompt that occurs
+    twice lands on one side only, so train and test share no prompt.
+
+    Raises ValueError when either side would be empty.
+    """
+    name = name or getattr(source, "name", "data")
+    sides: dict[str, list] = {"train": [], "test": []}
+    for i in range(len(source)):
+        ex = source[i]
+        sides[task_base.split_of(ex.prompt, test_fraction=test_fraction)].append(ex)
+    n, n_test = len(source), len(sides["test"])
+    if not sides["test"] or not sides["train"]:
+        raise ValueError(f"data.eval_fraction: a hash split of {name} with test_fraction "
+                         f"{test_fraction} leaves {n_test} of {n} prompts held out; change "
+                         "it or give data.eval_path")
+    return (ExampleList(sides["train"], name=f"{name} (hash split: train, {n - n_test} of {n})"),
+            ExampleList(sides["test"], name=f"{name} (hash split: held out, {n_test} of {n} "
+                                            f"prompts, eval_fraction {test_fraction:g})"))
+
+
 def _read_jsonl_records(path: pathlib.Path):
     with open(path, "rb") as f:
         for raw in f:

@@ -280,10 +280,14 @@ def default_positions(segment_ids: jax.Array, cache: Optional[Cache] = None) -> 
     before = jnp.cumsum(real, axis=1) - real
     if cache is not None:
         return before + jnp.sum(cache["mask"] != 0, axis=1, dtype=jnp.int32)[:, None]
-    # Restart at segment boundaries: subtract the count at the segment's first token.
-    starts = jnp.concatenate(
-        [jnp.ones_like(segment_ids[:, :1], bool), segment_ids[:, 1:] != segment_ids[:, :-1]], axis=1)
-    first = jax.lax.cummax(jnp.where(starts, jnp.arange(segment_ids.shape[1])[None], 0), axis=1)
+    # A segment starts at a real token whose previous REAL token (padding holes skipped)
+    # is of another segment, or that has none; positions count from there.
+    t = jnp.arange(segment_ids.shape[1])[None]
+    last_real = jax.lax.cummax(jnp.where(real > 0, t, -1), axis=1)
+    prev_real = jnp.concatenate([jnp.full_like(last_real[:, :1], -1), last_real[:, :-1]], axis=1)
+    prev_segment = jnp.take_along_axis(segment_ids, jnp.maximum(prev_real, 0), axis=1)
+    starts = (real > 0) & ((prev_real < 0) | (prev_segment != segment_ids))
+    first = jax.lax.cummax(jnp.where(starts, t, 0), axis=1)
     return before - jnp.take_along_axis(before, first, axis=1)
 
 

@@ -1,11 +1,15 @@
 """Batched host verifiers in a process pool with per-sample timeouts.
 
 A :class:`RewardPool` starts its worker processes once (``forkserver`` or ``spawn``
-context: never ``fork`` from a process that runs JAX threads). Each sample is sent to
-an idle worker; a sample that raises scores 0 and counts as an error, a worker that
+context: never ``fork`` from a process that runs JAX threads). Samples are sent to
+idle workers in chunks (at most ``chunk_size``, about an equal share each) and every
+result comes back on its own as soon as it is computed, so a worker never waits for the
+caller between samples; each sample still has its own clock (it starts when the previous
+result of its worker arrives). A sample that raises scores 0 and counts as an error, a worker that
 dies (segfault, ``os._exit``) scores 0 and is replaced, and a sample that runs past
 ``timeout_s`` scores 0, counts as a timeout and its worker is killed (``SIGKILL``) and
-replaced. ``score`` therefore always returns, within about
+replaced; the samples queued behind a dead or killed worker's are sent again. ``score``
+therefore always returns, within about
 ``ceil(B / num_workers) * timeout_s`` plus restart time.
 
 A worker runs the verifier on its main thread, so math-verify's own ``SIGALRM`` timeouts,
@@ -14,6 +18,8 @@ timeout is the backstop.
 """
 from __future__ import annotations
 
+import collections
+import math
 import multiprocessing as mp
 import time
 from multiprocessing.connection import wait
@@ -33,16 +39,16 @@ def _worker_main(conn, fn, preload):
             return
         if msg is None:
             return
-        idx, completion, reference = msg
-        try:
-            out = fn(completion, reference)
-            reply = (idx, "ok", out)
-        except BaseException as e:  # noqa: BLE001 - any failure of a verifier is a 0 reward
-            reply = (idx, "error", f"{type(e).__name__}: {str(e)[:200]}")
-        try:
-            conn.send(reply)
-        except Exception as e:  # unpicklable result
-            conn.send((idx, "error", f"result not picklable: {type(e).__name__}"))
+        for idx, completion, reference in msg:  # a chunk; one reply per sample, in order
+            try:
+                out = fn(completion, reference)
+                reply = (idx, "ok", out)
+            except BaseException as e:  # noqa: BLE001 - any failure of a verifier is a 0 reward
+                reply = (idx, "error", f"{type(e).__name__}: {str(e)[:200]}")
+            try:
+                conn.send(reply)
+            except Exception as e:  # unpicklable result
+                conn.send((idx, "error", f"result not picklable: {type(e).__name__}"))
 
 
 def _split_output(out) -> tuple[float, dict]:
@@ -63,8 +69,8 @@ class _Worker:
         self.proc = ctx.Process(target=_worker_main, args=(child, fn, preload), daemon=True)
         self.proc.start()
         child.close()
-        self.task = None      # sample index in flight
-        self.deadline = None
+        self.queue = collections.deque()  # sample indices sent, in the order it runs them
+        self.deadline = None              # when the head of the queue must be done
         self.ready = False
         self.started = time.monotonic()
 
@@ -88,13 +94,14 @@ class RewardPool:
         that fails to start raises RuntimeError (a set-up error, not a sample's fault).
       preload: modules each worker imports before it is ready (e.g. ``("math_verify",)``),
         so that a lazy import does not count against the first sample's timeout.
+      chunk_size: the most samples sent to a worker at once (1: one round trip each).
 
     Use as a context manager, or call :meth:`close`.
     """
 
     def __init__(self, fn, *, num_workers: int = 2, timeout_s: float = 10.0,
                  context: str = "forkserver", startup_timeout_s: float = 120.0,
-                 preload: tuple = ()):
+                 preload: tuple = (), chunk_size: int = 16):
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if timeout_s <= 0:
@@ -103,7 +110,9 @@ class RewardPool:
             raise ValueError(f"context must be 'forkserver' or 'spawn', got {context!r}")
         if not callable(fn):
             raise ValueError("fn must be callable")
-        self.fn = fn
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        self.fn, self.chunk_size = fn, int(chunk_size)
         self.timeout_s = float(timeout_s)
         self.startup_timeout_s = float(startup_timeout_s)
         self._ctx = mp.get_context(context)
@@ -147,7 +156,9 @@ class RewardPool:
             except (EOFError, OSError):
                 w.proc.join(1.0)
                 raise RuntimeError(f"reward worker failed to start (exit code {w.proc.exitcode}); "
-                                   "is the verifier a picklable module-level function?") from None
+                                   "is the verifier a picklable module-level function, and is the "
+                                   "caller's main module guarded by `if __name__ == "
+                                   "'__main__':`?") from None
         if now >= w.started + self.startup_timeout_s:
             raise RuntimeError(f"reward worker did not start within {self.startup_timeout_s:g}s")
 
@@ -160,26 +171,14 @@ class RewardPool:
             raise ValueError(f"{len(completions)} completions but {len(references)} references")
         start = time.monotonic()
         n = len(completions)
-        rewards = np.zeros((n,), np.float32)
-        comps: dict[str, np.ndarray] = {}
-        errors, timeouts, messages = 0, 0, []
-        pending = list(range(n - 1, -1, -1))  # stack, popped in order 0..n-1
-        done = 0
-        while done < n:
-            for i, w in enumerate(self._workers):
-                if w.ready and w.task is None and pending:
-                    idx = pending.pop()
-                    try:
-                        w.conn.send((idx, completions[idx], references[idx]))
-                    except (OSError, ValueError) as e:  # dead worker or unpicklable input
-                        errors += 1
-                        done += 1
-                        messages.append(f"sample {idx}: send failed: {type(e).__name__}")
-                        if isinstance(e, OSError):
-                            self._replace(i)
-                        continue
-                    w.task, w.deadline = idx, time.monotonic() + self.timeout_s
-            waiting = [w for w in self._workers if w.task is not None or not w.ready]
+        self._run = {"rewards": np.zeros((n,), np.float32), "comps": {}, "errors": 0,
+                     "timeouts": 0, "messages": [], "done": 0, "single": False,
+                     "pending": collections.deque(range(n))}
+        r = self._run
+        while r["done"] < n:
+            for i in range(len(self._workers)):
+                self._dispatch(i, completions, references)
+            waiting = [w for w in self._workers if w.queue or not w.ready]
             if not waiting:
                 continue
             deadlines = [w.deadline if w.ready else w.started + self.startup_timeout_s
@@ -190,43 +189,83 @@ class RewardPool:
             for i, w in enumerate(self._workers):
                 if not w.ready:
                     self._check_started(w, w.conn in ready, now)
-                    continue
-                if w.task is None:
-                    continue
-                idx = w.task
-                if w.conn in ready:
-                    try:
-                        _, status, out = w.conn.recv()
-                    except (EOFError, OSError):
-                        errors += 1
-                        messages.append(f"sample {idx}: worker died (exit {w.proc.exitcode})")
-                        self._replace(i)
-                        done += 1
-                        continue
-                    w.task = None
-                    done += 1
-                    if status != "ok":
-                        errors += 1
-                        messages.append(f"sample {idx}: {out}")
-                        continue
-                    try:
-                        value, parts = _split_output(out)
-                    except (TypeError, ValueError, AttributeError, IndexError) as e:
-                        errors += 1
-                        messages.append(f"sample {idx}: bad verifier output: {e}")
-                        continue
-                    if not np.isfinite(value):
-                        errors += 1
-                        messages.append(f"sample {idx}: non-finite reward {value}")
-                        continue
-                    rewards[idx] = value
-                    for k, v in parts.items():
-                        comps.setdefault(k, np.zeros((n,), np.float32))[idx] = v
-                elif now >= w.deadline:
-                    timeouts += 1
-                    messages.append(f"sample {idx}: timed out after {self.timeout_s:g}s")
-                    self._replace(i)
-                    done += 1
-        info = {"errors": errors, "timeouts": timeouts, "error_messages": messages[:5],
-                "components": comps, "wall_s": time.monotonic() - start}
-        return rewards, info
+                elif w.queue and w.conn in ready:
+                    self._collect(i)
+                elif w.queue and now >= w.deadline:
+                    self._fail(i, "timeouts", f"timed out after {self.timeout_s:g}s")
+        info = {"errors": r["errors"], "timeouts": r["timeouts"],
+                "error_messages": r["messages"][:5], "components": r["comps"],
+                "wall_s": time.monotonic() - start}
+        return r["rewards"], info
+
+    def _dispatch(self, i, completions, references):
+        """Sends worker i a chunk of pending samples when it is ready and idle."""
+        w, r = self._workers[i], self._run
+        pending = r["pending"]
+        if not (w.ready and not w.queue and pending):
+            return
+        share = math.ceil(len(pending) / len(self._workers))
+        size = 1 if r["single"] else max(1, min(self.chunk_size, share))
+        chunk = [pending.popleft() for _ in range(min(size, len(pending)))]
+        try:
+            w.conn.send([(idx, completions[idx], references[idx]) for idx in chunk])
+        except Exception as e:  # noqa: BLE001 - a dead worker or an unpicklable input
+            if len(chunk) > 1:  # Find the culprit: from now on one sample at a time.
+                r["single"] = True
+                pending.extendleft(reversed(chunk))
+            else:
+                self._count(chunk[0], "errors", f"send failed: {type(e).__name__}")
+            if isinstance(e, OSError):
+                self._replace(i)
+            return
+        w.queue.extend(chunk)
+        w.deadline = time.monotonic() + self.timeout_s
+
+    def _collect(self, i):
+        """Reads every result worker i has sent so far."""
+        w = self._workers[i]
+        while w.queue and w.conn.poll():
+            try:
+                idx, status, out = w.conn.recv()
+            except (EOFError, OSError):
+                self._fail(i, "errors", f"worker died (exit {w.proc.exitcode})")
+                return
+            w.queue.remove(idx)  # The head: a worker runs its chunk in order.
+            w.deadline = time.monotonic() + self.timeout_s  # The next sample's clock.
+            self._record(idx, status, out)
+
+    def _record(self, idx, status, out):
+        r = self._run
+        if status != "ok":
+            self._count(idx, "errors", out)
+            return
+        try:
+            value, parts = _split_output(out)
+        except (TypeError, ValueError, AttributeError, IndexError) as e:
+            self._count(idx, "errors", f"bad verifier output: {e}")
+            return
+        if not np.isfinite(value):
+            self._count(idx, "errors", f"non-finite reward {value}")
+            return
+        r["done"] += 1
+        r["rewards"][idx] = value
+        n = len(r["rewards"])
+        for k, v in parts.items():
+            r["comps"].setdefault(k, np.zeros((n,), np.float32))[idx] = v
+
+    def _count(self, idx, kind, message):
+        """Sample idx scores 0, counted as `kind` ("errors" or "timeouts")."""
+        r = self._run
+        r[kind] += 1
+        r["done"] += 1
+        r["messages"].append(f"sample {idx}: {message}")
+
+    def _fail(self, i, kind, message):
+        """Worker i's running sample failed (hang or death): it scores 0, the samples queued
+        behind it go back to the front of the pending queue, the worker is replaced."""
+        w = self._workers[i]
+        head, rest = w.queue.popleft(), list(w.queue)
+        w.queue.clear()
+        self._count(head, kind, message)
+        self._run["pending"].extendleft(reversed(rest))
+        self._replace(i)

@@ -2,13 +2,14 @@
 
 Shapes: P' prompts, G samples each, B = P'·G sequences, N new tokens.
 """
-from typing import Callable, Dict, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from rlvr_jax import sampling
+from rlvr_jax.scoring.host import HostScorer
 from rlvr_jax.scoring.shaping import rollout_shapers, shape
 
 Metrics = Dict[str, jax.Array]
@@ -20,19 +21,30 @@ def is_correct(verdicts):
     return verdicts >= 1.0
 
 
-def reward_metrics(verdicts) -> Metrics:
+def reward_metrics(verdicts, components: Optional[Dict[str, np.ndarray]] = None) -> Metrics:
     """The verifier's metrics over all B sampled completions, before shaping and before
     dynamic sampling picks groups.
 
     reward/correct: the fraction of completions the verifier scores >= 1.
+    reward/<name>: the mean (unweighted) value of each reward component [B] in
+      `components` (a config with `reward.components`).
     """
     correct = is_correct(jnp.asarray(verdicts, jnp.float32)).astype(jnp.float32)
-    return {"reward/correct": jnp.mean(correct)}
+    metrics = {"reward/correct": jnp.mean(correct)}
+    for name, values in (components or {}).items():
+        metrics[f"reward/{name}"] = jnp.mean(jnp.asarray(values, jnp.float32))
+    return metrics
 
 
-def score(verdicts: jax.Array, rollout: sampling.Rollout, shapers) -> Tuple[jax.Array, Metrics]:
-    """(rewards [B], metrics): the verdicts [B] shaped by `shapers` in order."""
-    metrics = reward_metrics(verdicts)
+def score(verdicts: jax.Array, rollout: sampling.Rollout, shapers, *, correct=None,
+          components: Optional[Dict[str, np.ndarray]] = None) -> Tuple[jax.Array, Metrics]:
+    """(rewards [B], metrics): the verdicts [B] shaped by `shapers` in order.
+
+    correct: the [B] correctness verdicts `reward/correct` counts when the reward is a
+      weighted sum of components (default: `verdicts`); components: {name: [B]} logged as
+      `reward/<name>`.
+    """
+    metrics = reward_metrics(verdicts if correct is None else correct, components)
     rewards, shaping_metrics = shape(verdicts, rollout, shapers)
     metrics.update(shaping_metrics)
     return rewards, metrics
@@ -69,8 +81,23 @@ def verify_on_host(texts: Sequence[str], examples: Sequence, verify: Callable) -
 
 
 def score_on_host(rollout: sampling.Rollout, texts: Sequence[str], examples: Sequence, *,
-                  verify: Callable, rl, max_new_tokens: int) -> Tuple[jax.Array, Metrics]:
+                  verify: Callable, rl, max_new_tokens: int, shapers: Sequence = ()
+                  ) -> Tuple[jax.Array, Metrics]:
     """`score_on_device`'s twin for host verifiers: texts [B] and their examples [B] (each
-    prompt's example repeated G times) → (rewards [B], metrics), shaped the same way."""
-    verdicts = jnp.asarray(verify_on_host(texts, examples, verify))
-    return score(verdicts, rollout, rollout_shapers(rl, max_new_tokens))
+    prompt's example repeated G times) → (rewards [B], metrics), shaped the same way.
+
+    verify: fn(text, example) -> float (run in this process; a raising sample scores 0),
+      or a `HostScorer` (in-process or a process pool; its components, e.g. a
+      `rewards.components.HostReward`'s, are logged as `reward/<name>`, its "correct"
+      entry is what `reward/correct` counts). Failures are counted in
+      `reward/host_errors` and `reward/host_timeouts`.
+    """
+    scorer = verify if isinstance(verify, HostScorer) else HostScorer(verify)
+    verdicts, components, info = scorer(texts, examples)
+    correct = components.pop("correct", None)
+    rewards, metrics = score(jnp.asarray(verdicts), rollout,
+                             tuple(shapers) + rollout_shapers(rl, max_new_tokens),
+                             correct=correct, components=components)
+    metrics["reward/host_errors"] = jnp.asarray(info["errors"], jnp.float32)
+    metrics["reward/host_timeouts"] = jnp.asarray(info["timeouts"], jnp.float32)
+    return rewards, metrics

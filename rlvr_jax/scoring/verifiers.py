@@ -5,9 +5,10 @@ A task exposes its verifiers through methods (`verify`, `check_steps`, `answer_k
 TFDS math problems) is scored by a math verifier on the reference answer.
 """
 import dataclasses
-from typing import Callable, Optional
+import functools
+from typing import Callable, Optional, Tuple
 
-VERIFIERS = ("auto", "token", "task", "math")
+VERIFIERS = ("auto", "token", "task", "math", "math_verify")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,15 +21,33 @@ class Verifier:
       token: jittable fn(tokens [B, N], mask [B, N], answers [B] int32) -> [B] float32
         scoring on device, or None (the run then scores on the host with `verify`).
       check_steps: optional fn(completion_text, example) -> bool (CoT-pass@k).
+      host: the training reward on the host when it is not `verify` (a weighted sum of
+        `reward.components`: fn(text, example) -> {"reward", name..., "correct"}), or None.
+      shapers: the components' shapers (weights of on-device components, `overlong`),
+        applied to the verdicts before the `RLConfig`'s (`scoring.shaping`).
+      components: the names of the configured components (each logged as `reward/<name>`).
+      preload: modules a host-scoring worker imports before it is ready.
+
+    `verify`, `answer_key` and `check_steps` define correctness (pass@k, `reward/correct`);
+    the training reward is `token` on device, else `host` or `verify` on the host.
     """
     verify: Callable
     answer_key: Callable
     token: Optional[Callable] = None
     check_steps: Optional[Callable] = None
+    host: Optional[Callable] = None
+    shapers: Tuple[Callable, ...] = ()
+    components: Tuple[str, ...] = ()
+    preload: Tuple[str, ...] = ()
 
     @property
     def on_device(self) -> bool:
         return self.token is not None
+
+    @property
+    def host_reward(self) -> Callable:
+        """The training reward on the host: `host` when set, else `verify`."""
+        return self.host if self.host is not None else self.verify
 
 
 def task_verifier(task, tokenizer=None) -> Verifier:
@@ -43,16 +62,19 @@ def math_verifier(kind: str = "rule") -> Verifier:
     """A math verifier on `example.answer` (`rewards.get_math_verifier(kind)`: "rule",
     "math_verify" or "auto"); maj@k votes on normalised extracted answers."""
     from rlvr_jax import rewards  # Lazily: the rule verifier pulls in sympy-free parsing only.
+    from rlvr_jax.rewards.components import on_answer
     reward = rewards.get_math_verifier(kind)
+    preload = ("math_verify",) if reward is rewards.math_verify_reward else ()
+    # A partial of module-level functions: picklable, so a RewardPool worker can run it.
+    return Verifier(verify=functools.partial(on_answer, reward=reward),
+                    answer_key=math_answer_key, preload=preload)
 
-    def verify(text, example):
-        return float(reward(text, example.answer))
 
-    def answer_key(text):
-        answer = rewards.extract_answer(text)
-        return None if answer is None else rewards.normalize_answer(answer)
-
-    return Verifier(verify=verify, answer_key=answer_key)
+def math_answer_key(text):
+    """The normalised extracted answer of a completion, or None (maj@k votes)."""
+    from rlvr_jax import rewards
+    answer = rewards.extract_answer(text)
+    return None if answer is None else rewards.normalize_answer(answer)
 
 
 def choose_verifier(name: str, task, tokenizer) -> Verifier:
@@ -60,10 +82,13 @@ def choose_verifier(name: str, task, tokenizer) -> Verifier:
 
     "auto": the task's on-device verifier when it has one, else its host verifier, else
     (no task) the math rule verifier; "token": the task's on-device verifier (an error if
-    it has none); "task": the task's host verifier; "math": the math rule verifier.
+    it has none); "task": the task's host verifier; "math": the math rule verifier;
+    "math_verify": math-verify (the `math` extra) on the extracted answer.
     """
     if name not in VERIFIERS:
         raise ValueError(f"reward.verifier must be one of {VERIFIERS}; got {name!r}")
+    if name == "math_verify":
+        return math_verifier("math_verify")
     if name == "math" or (task is None and name == "auto"):
         return math_verifier("rule")
     if task is None:

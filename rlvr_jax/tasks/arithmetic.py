@@ -57,6 +57,8 @@ class Arithmetic(base.Task):
         `max_digits`); small values keep products and step lists short.
       style: "steps" (column steps before the marker) or "direct" (marker and answer only).
       test_fraction: share of the problem space (by hash) reserved for the test split.
+      answer_format: "marker" (``#### 713``) or "tags"
+        (``<think>13 11 7</think><answer>713</answer>``; scored on the host only).
     """
 
     name = "arithmetic"
@@ -64,8 +66,8 @@ class Arithmetic(base.Task):
 
     def __init__(self, *, ops=("add",), min_digits: int = 1, max_digits: int = 2,
                  mul_max_digits: int | None = None, style: str = "steps",
-                 test_fraction: float = 0.1):
-        super().__init__(test_fraction=test_fraction)
+                 test_fraction: float = 0.1, answer_format: str = "marker"):
+        super().__init__(test_fraction=test_fraction, answer_format=answer_format)
         ops = tuple(ops)
         if not ops or any(op not in _SYMBOL for op in ops):
             raise ValueError(f"ops must be a non-empty subset of {tuple(_SYMBOL)}, got {ops}")
@@ -95,7 +97,7 @@ class Arithmetic(base.Task):
         value = {"add": a + b, "sub": a - b, "mul": a * b}[op]
         answer = str(value)
         steps = " ".join(str(s) for s in column_steps(op, a, b))
-        solution = f"{steps} {base.MARKER} {answer}" if self.style == "steps" else f"{base.MARKER} {answer}"
+        solution = self.render(steps if self.style == "steps" else None, answer)
         prompt = f"{a}{_SYMBOL[op]}{b}="
         return base.Example(prompt=prompt, answer=answer, solution=solution, task=self.name,
                             key=f"{op}:{a}{_SYMBOL[op]}{b}", split=split, answer_value=value,
@@ -110,13 +112,16 @@ class Arithmetic(base.Task):
         return self.make(op, a, b)
 
     def verify(self, completion: str, example: base.Example) -> float:
-        return float(base.extract_int_answer(completion) == example.answer_value)
+        return float(self.int_answer(completion) == example.answer_value)
 
     def answer_key(self, completion: str) -> int | None:
-        return base.extract_int_answer(completion)
+        return self.int_answer(completion)
 
     def token_verifier(self, tokenizer):
-        """`make_token_verifier(tokenizer)`: the integer answer checked on device."""
+        """`make_token_verifier(tokenizer)`: the integer answer checked on device (marker
+        format only; the tags format is scored on the host)."""
+        if self.answer_format != "marker":
+            return None
         from rlvr_jax.tasks.token_verifier import make_token_verifier
         return make_token_verifier(tokenizer)
 

@@ -11,6 +11,13 @@ task's canonical form, optionally surrounded by ASCII whitespace (space, tab, CR
 Prose after the answer, a second marker, or an answer hidden in prose without the marker
 all score 0.
 
+Answer formats (the `answer_format` knob of every task): ``"marker"`` (the default, above)
+or ``"tags"``: the worked solution is ``<think>13 11 7</think><answer>713</answer>`` (what
+`rlvr_jax.rewards.format_reward` asks for). In the tags format a completion must hold
+exactly one ``<answer>…</answer>`` block, with only whitespace after it; the block's text is
+the answer (same canonical form, optional surrounding whitespace) and the reasoning is the
+``<think>`` block before it (or the text before ``<answer>``). The marker means nothing there.
+
 Held-out splits: `split_of(key)` hashes a canonical problem key (e.g. ``"add:23+58"``)
 with SHA-256; a fixed fraction of the hash space is the test split. A generator asked for one
 split rejects problems of the other, so train and test are disjoint by construction and the
@@ -26,11 +33,14 @@ from typing import Any
 import numpy as np
 
 MARKER = "####"
+ANSWER_FORMATS = ("marker", "tags")
 WHITESPACE = " \t\r\n"
 MAX_ANSWER_DIGITS = 9  # integer answers must fit in int32 for the on-device verifier
 SPLITS = ("train", "test")
 
 _INT_TAIL = re.compile(r"[ \t\r\n]*(-?)([0-9]+)[ \t\r\n]*")
+_TAGGED = re.compile(r"(?P<before>.*)<answer>(?P<answer>.*)</answer>[ \t\r\n]*", re.DOTALL)
+_THINK = re.compile(r"[ \t\r\n]*<think>(?P<think>.*)</think>[ \t\r\n]*", re.DOTALL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +94,18 @@ def split_answer(completion: str) -> tuple[str, str] | None:
     return before, after
 
 
+def split_tagged(completion: str) -> tuple[str, str] | None:
+    """(reasoning, answer text) of a completion in the tags format, or None unless it holds
+    exactly one ``<answer>…</answer>`` block followed by whitespace only."""
+    if completion.count("<answer>") != 1 or completion.count("</answer>") != 1:
+        return None
+    m = _TAGGED.fullmatch(completion)
+    if m is None:
+        return None
+    think = _THINK.fullmatch(m.group("before"))
+    return (think.group("think") if think else m.group("before")), m.group("answer")
+
+
 def parse_int_tail(tail: str) -> int | None:
     """The integer in an answer tail (``"  -81 "`` -> -81); None if the tail is anything else.
 
@@ -122,9 +144,33 @@ class Task:
     name = "task"
     salt = 0
 
-    def __init__(self, *, test_fraction: float = 0.1):
+    def __init__(self, *, test_fraction: float = 0.1, answer_format: str = "marker"):
         split_of("", test_fraction=test_fraction)  # validates the fraction
-        self.test_fraction = test_fraction
+        if answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}, got "
+                             f"{answer_format!r}")
+        self.test_fraction, self.answer_format = test_fraction, answer_format
+
+    # -- answer format ------------------------------------------------------------------
+    def render(self, steps: str | None, answer: str) -> str:
+        """The worked solution: `steps` (None for style="direct") and the answer, in the
+        task's answer format (``"13 11 7 #### 713"`` or
+        ``"<think>13 11 7</think><answer>713</answer>"``)."""
+        if self.answer_format == "tags":
+            think = "" if steps is None else f"<think>{steps}</think>"
+            return f"{think}<answer>{answer}</answer>"
+        return f"{MARKER} {answer}" if steps is None else f"{steps} {MARKER} {answer}"
+
+    def split(self, completion: str) -> tuple[str, str] | None:
+        """(reasoning, answer text) under the task's answer format, or None."""
+        if self.answer_format == "tags":
+            return split_tagged(completion)
+        return split_answer(completion)
+
+    def int_answer(self, completion: str) -> int | None:
+        """The integer final answer under the task's answer format, or None."""
+        parts = self.split(completion)
+        return None if parts is None else parse_int_tail(parts[1])
 
     # -- generation ---------------------------------------------------------------------
     def _sample(self, rng: np.random.Generator) -> Example:
@@ -157,7 +203,7 @@ class Task:
     def answer_key(self, completion: str):
         """The completion's final answer, normalised (whitespace collapsed), or None: the
         votes of maj@k."""
-        parts = split_answer(completion)
+        parts = self.split(completion)
         return None if parts is None or not parts[1].strip() else " ".join(parts[1].split())
 
     def token_verifier(self, tokenizer):
@@ -170,7 +216,7 @@ class Task:
     def reasoning_steps(self, completion: str, example: Example) -> list[str] | None:
         """The whitespace-separated reasoning before the marker, or None when the final
         answer is not correct (a step checker then fails at once)."""
-        parts = split_answer(completion)
+        parts = self.split(completion)
         if parts is None or self.verify(completion, example) != 1.0:
             return None
         return parts[0].split()

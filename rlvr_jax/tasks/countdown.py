@@ -117,14 +117,16 @@ class Countdown(base.Task):
       ops: allowed operations used by the generator (the verifier accepts all four).
       style: "steps" or "direct" (see module docstring).
       test_fraction: share of problems (by hash) in the test split.
+      answer_format: "marker" or "tags" (`rlvr_jax.tasks.base`).
     """
 
     name = "countdown"
     salt = 2
 
     def __init__(self, *, num_numbers: int = 3, max_number: int = 20, max_target: int = 100,
-                 ops=("+", "-", "*", "/"), style: str = "steps", test_fraction: float = 0.1):
-        super().__init__(test_fraction=test_fraction)
+                 ops=("+", "-", "*", "/"), style: str = "steps", test_fraction: float = 0.1,
+                 answer_format: str = "marker"):
+        super().__init__(test_fraction=test_fraction, answer_format=answer_format)
         if not 2 <= num_numbers <= 6:
             raise ValueError(f"num_numbers must be in 2..6, got {num_numbers}")
         if max_number < 2 or max_target < 2:
@@ -166,15 +168,14 @@ class Countdown(base.Task):
             raise ValueError("countdown: could not generate a problem with these knobs")
         nums = " ".join(str(n) for n in numbers)
         answer = expression
-        solution = (f"{' '.join(steps)} {base.MARKER} {answer}" if self.style == "steps"
-                    else f"{base.MARKER} {answer}")
+        solution = self.render(" ".join(steps) if self.style == "steps" else None, answer)
         return base.Example(prompt=f"{nums} -> {target}:", answer=answer, solution=solution,
                             task=self.name, key=f"countdown:{nums}->{target}", split="train",
                             answer_value=target,
                             meta={"numbers": numbers, "target": target})
 
     def verify(self, completion: str, example: base.Example) -> float:
-        parts = base.split_answer(completion)
+        parts = self.split(completion)
         if parts is None:
             return 0.0
         try:

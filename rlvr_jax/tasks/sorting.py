@@ -27,14 +27,16 @@ class Sorting(base.Task):
       max_value: values are drawn from 0..max_value.
       style: "steps" or "direct".
       test_fraction: share of problems (by hash) in the test split.
+      answer_format: "marker" or "tags" (`rlvr_jax.tasks.base`).
     """
 
     name = "sorting"
     salt = 3
 
     def __init__(self, *, min_len: int = 3, max_len: int = 5, max_value: int = 9,
-                 style: str = "steps", test_fraction: float = 0.1):
-        super().__init__(test_fraction=test_fraction)
+                 style: str = "steps", test_fraction: float = 0.1,
+                 answer_format: str = "marker"):
+        super().__init__(test_fraction=test_fraction, answer_format=answer_format)
         if not 2 <= min_len <= max_len:
             raise ValueError(f"need 2 <= min_len <= max_len, got {min_len}, {max_len}")
         if max_value < 1:
@@ -50,15 +52,14 @@ class Sorting(base.Task):
         answer = " ".join(str(v) for v in ordered)
         chain = str(ordered[0]) + "".join(
             ("<=" if b == a else "<") + str(b) for a, b in zip(ordered, ordered[1:]))
-        solution = (f"{chain} {base.MARKER} {answer}" if self.style == "steps"
-                    else f"{base.MARKER} {answer}")
+        solution = self.render(chain if self.style == "steps" else None, answer)
         listed = " ".join(str(v) for v in values)
         return base.Example(prompt=f"sort {listed}:", answer=answer, solution=solution,
                             task=self.name, key=f"sort:{listed}", split="train",
                             meta={"values": values})
 
     def verify(self, completion: str, example: base.Example) -> float:
-        parts = base.split_answer(completion)
+        parts = self.split(completion)
         if parts is None:
             return 0.0
         m = _LIST.fullmatch(parts[1])

@@ -5,7 +5,6 @@ data sources, the mesh and a `Placer`, the optimizers, the RL state, the held-ou
 and the RL step program (one jitted program with an on-device verifier, else the split
 path). None of them trains.
 """
-import functools
 from typing import Tuple
 
 import jax
@@ -46,11 +45,9 @@ def build_task_and_sources(config):
         return (task, datasets.TaskSource(task, seed=config.seed, split="train"),
                 datasets.TaskSource(task, seed=config.seed + 1, split="test"))
     readers = {"jsonl": datasets.read_jsonl, "parquet": datasets.read_parquet}
+    if d.source in readers:
+        return (None,) + file_sources(d, readers[d.source])
     with user_input("data.path"):
-        if d.source in readers:
-            data = readers[d.source](d.path, prompt_field=d.prompt_field,
-                                     answer_field=d.answer_field)
-            return None, data, data
         if d.source == "tfds":
             return None, datasets.read_tfds(d.path, split="train"), datasets.read_tfds(
                 d.path, split="test")
@@ -94,6 +91,37 @@ def check_fit(config, model_config, tokenizer, source, sample: int = 64) -> None
                           "it is not this model's tokenizer")
 
 
+def file_sources(d, read):
+    """(train, held-out) ExampleLists of a file: `d.eval_path` when given (a warning names
+    the prompts it shares with the training file), else a hash split of `d.path`
+    (`datasets.split_by_prompt`, `d.eval_fraction`). The held-out list's name says which."""
+    fields = dict(prompt_field=d.prompt_field, answer_field=d.answer_field)
+    with user_input("data.path"):
+        data = read(d.path, **fields)
+    if not d.eval_path:
+        with user_input("data.eval_fraction"):
+            return datasets.split_by_prompt(data, test_fraction=d.eval_fraction, name=d.path)
+    with user_input("data.eval_path"):
+        test = read(d.eval_path, **fields)
+    shared = {ex.prompt for ex in data.examples} & {ex.prompt for ex in test.examples}
+    test.name = f"data.eval_path {d.eval_path} ({len(test)} prompts)"
+    if shared:
+        print(f"warning: {len(shared)} prompts of data.eval_path {d.eval_path} are also in "
+              f"data.path {d.path}", flush=True)
+        test.name += f", {len(shared)} also in data.path"
+    return data, test
+
+
+def eval_data_name(config, test_source) -> str:
+    """What the held-out evaluation runs on, in words (summary.json's "eval_data")."""
+    d = config.data
+    if d.source == "task":
+        return f"{d.task} test split (hash-disjoint from train; stream seed {config.seed + 1})"
+    if d.source == "tfds":
+        return f"tfds {d.path} split test"
+    return test_source.name
+
+
 def build_mesh(config):
     mesh_cfg = sharding.default_mesh_config()
     for key in mesh_cfg:
@@ -114,21 +142,34 @@ def prompt_mask(lengths: np.ndarray, width: int) -> np.ndarray:
 
 
 class Placer:
-    """Puts params, states and batches on the mesh."""
+    """Puts params, states and batches on the mesh.
+
+    A state is placed where the compiled steps return it, so that the second call of a
+    step does not compile it again: on a one-device mesh everything is replicated (what
+    XLA reports for a single device), and the state's scalars (step, rng, data position,
+    β) are replicated on the mesh (`scalars`).
+    """
 
     def __init__(self, mesh, rules, model_config):
         self.mesh, self.rules = mesh, rules
         self.specs = models.param_logical_axes(model_config)
         self.value_specs = models.value_logical_axes(model_config)
+        self._replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
     def params(self, params):
+        if self.mesh.size == 1:
+            return jax.device_put(params, self._replicated)
         return sharding.shard_params(params, self.specs, self.mesh, self.rules)
 
     def opt_state(self, opt_state, tx, params):
+        if self.mesh.size == 1:
+            return jax.device_put(opt_state, self._replicated)
         return sharding.shard_optimizer_state(opt_state, tx, params, self.specs, self.mesh,
                                               self.rules)
 
     def value_params(self, value_params):
+        if self.mesh.size == 1:
+            return jax.device_put(value_params, self._replicated)
         return sharding.shard_params(value_params, self.value_specs, self.mesh, self.rules)
 
     def reward_params(self, reward_params, reward_config):
@@ -137,8 +178,20 @@ class Placer:
                                      self.mesh, self.rules)
 
     def value_opt_state(self, opt_state, tx, value_params):
+        if self.mesh.size == 1:
+            return jax.device_put(opt_state, self._replicated)
         return sharding.shard_optimizer_state(opt_state, tx, value_params, self.value_specs,
                                               self.mesh, self.rules)
+
+    def replicated(self, x):
+        """`x` (an array or None) replicated on the mesh."""
+        return None if x is None else jax.device_put(x, self._replicated)
+
+    def scalars(self, state: state_lib.TrainState) -> state_lib.TrainState:
+        """`state` with its step, rng, data position and β replicated on the mesh."""
+        put = self.replicated
+        return state.replace(step=put(state.step), rng=put(state.rng),
+                             data_position=put(state.data_position), kl_coef=put(state.kl_coef))
 
     def batch(self, batch):
         # Every process's loader yields the whole global batch (same seed, same order).
@@ -168,16 +221,31 @@ def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
 
 def build_evaluator(config, model_config, tokenizer, test_source,
                     verifier: scoring.Verifier) -> evaluation.Evaluator:
-    """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts."""
-    loader = prompt_loader(config, test_source, tokenizer, config.eval.num_prompts,
-                           shuffle=False)
+    """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts (a
+    finite held-out set with fewer prompts is used once each, not cycled: all of it up to
+    `eval.batch_size`, else the largest multiple of `eval.batch_size` it holds)."""
+    num, batch_size = eval_sizes(config, test_source)
+    loader = prompt_loader(config, test_source, tokenizer, num, shuffle=False)
     pb = next(loader)
-    data = evaluation.EvalData.scored_by("held-out", pb.examples, verifier)
+    data = evaluation.EvalData.scored_by(eval_data_name(config, test_source), pb.examples,
+                                         verifier)
     return evaluation.Evaluator(model_config, tokenizer, pb.tokens,
                                 prompt_mask(pb.lengths, config.data.max_prompt_len), data,
                                 max_new_tokens=config.sampling.max_new_tokens,
-                                batch_size=config.eval.batch_size, k=config.eval.k,
+                                batch_size=batch_size, k=config.eval.k,
                                 temperature=config.eval.temperature)
+
+
+def eval_sizes(config, test_source) -> Tuple[int, int]:
+    """(held-out prompts, evaluation batch size): `config.eval`'s, shrunk to a finite
+    held-out set smaller than `eval.num_prompts`."""
+    num, batch_size = config.eval.num_prompts, config.eval.batch_size
+    if getattr(test_source, "finite", False) and len(test_source) < num:
+        num = len(test_source)
+        if num > batch_size:
+            num -= num % batch_size
+        batch_size = min(batch_size, num)
+    return num, batch_size
 
 
 def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
@@ -200,7 +268,7 @@ def sft_state(config, params, placer: Placer, rng) -> Tuple[state_lib.TrainState
     """(the warm-up's TrainState, its optimizer)."""
     tx = state_lib.make_optimizer(learning_rate=config.sft.learning_rate,
                                   warmup_steps=config.sft.warmup_steps, max_grad_norm=1.0)
-    state = state_lib.create_train_state(params, tx, rng)
+    state = placer.scalars(state_lib.create_train_state(params, tx, rng))
     return state.replace(opt_state=placer.opt_state(state.opt_state, tx, params)), tx
 
 
@@ -220,21 +288,20 @@ def rl_optimizers(config, rl: RLConfig):
 
 
 def build_reward_model(config, tokenizer):
-    """(scoring.RewardModel, host parameters, its shapers) of `config.reward.reward_model_path`,
-    or (None, None, ()) without one. The reward model is the reward alone: the verifier's
-    verdicts get weight 0 (they still decide `reward/correct` and eval pass@k).
-    A checkpoint that cannot score this tokenizer's sequences raises `ConfigError`."""
+    """(scoring.RewardModel, host parameters) of the `reward_model` component of
+    `config.reward.components` (its weight from `reward.weights`, its checkpoint from
+    `reward.reward_model_path`), or (None, None) without it. A checkpoint that cannot score
+    this tokenizer's sequences raises `ConfigError` naming `reward.reward_model_path`."""
     r = config.reward
-    if not r.reward_model_path:
-        return None, None, ()
+    weights = dict(scoring.parse_components(r))
+    if "reward_model" not in weights:
+        return None, None
     with user_input("reward.reward_model_path"):
-        spec, params = scoring.load_reward_model(
-            r.reward_model_path, microbatches=r.reward_model_microbatches,
-            dtype=config.model.dtype, param_dtype=config.model.param_dtype,
-            vocab_size=tokenizer.vocab_size,
+        return scoring.load_reward_model(
+            r.reward_model_path, weight=weights["reward_model"],
+            microbatches=r.reward_model_microbatches, dtype=config.model.dtype,
+            param_dtype=config.model.param_dtype, vocab_size=tokenizer.vocab_size,
             max_length=config.data.max_prompt_len + config.sampling.max_new_tokens)
-    shapers = (functools.partial(scoring.weighted, name="token", weight=0.0),)
-    return spec, params, shapers
 
 
 def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config, init_rng,
@@ -250,7 +317,7 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
         ref_params=jax.tree.map(jnp.copy, params) if rl.needs_reference else None,
         value_params=value_params, value_tx=value_tx,
         kl_coef=rl.kl_coef if rl.adaptive_kl else None, reward_params=reward_params)
-    state = state.replace(opt_state=placer.opt_state(state.opt_state, tx, params))
+    state = placer.scalars(state.replace(opt_state=placer.opt_state(state.opt_state, tx, params)))
     if rl.needs_value:
         state = state.replace(value_opt_state=placer.value_opt_state(
             state.value_opt_state, value_tx, value_params))
@@ -258,10 +325,10 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
 
 
 def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.Verifier,
-               tx, value_tx, placer: Placer, params, reward_model=None, shapers=()):
+               tx, value_tx, placer: Placer, params, reward_model=None):
     """step(state, batch, examples) -> (state, metrics, samples): `make_rl_step` (one
-    program) with an on-device verifier (and `reward_model`, a `scoring.RewardModel`, with
-    the verifier's `shapers`), else `make_host_rl_step` (the split path)."""
+    program) with an on-device verifier (and `reward_model`, a `scoring.RewardModel` scored
+    in it), else `make_host_rl_step` (the split path)."""
     decode_shardings = None
     if config.sampling.decode_rules:  # Re-lay the parameters out for decoding.
         decode_shardings = sharding.logical_to_mesh_sharding(
@@ -269,15 +336,30 @@ def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.
     sc = sampling_config(config, tokenizer)
     if not verifier.on_device:
         if reward_model is not None:
-            raise ConfigError("reward.reward_model_path: a reward model is scored on device; "
-                              "this run's verifier scores on the host")
-        return step_lib.make_host_rl_step(model_config, sc, rl, tx, verifier.verify, tokenizer,
-                                          value_tx=value_tx, decode_shardings=decode_shardings)
+            raise ConfigError("reward.components: a reward model is scored on device; this "
+                              "run's reward is scored on the host")
+        scorer = host_scorer(config, verifier)
+        step = step_lib.make_host_rl_step(model_config, sc, rl, tx, scorer, tokenizer,
+                                          value_tx=value_tx, decode_shardings=decode_shardings,
+                                          shapers=verifier.shapers)
+        step.close = scorer.close  # The loop stops the scoring workers after RL.
+        return step
     rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, verifier.token,
                                     return_rollout=True, decode_shardings=decode_shardings,
-                                    value_tx=value_tx, reward_model=reward_model,
-                                    shapers=shapers)
+                                    value_tx=value_tx, shapers=verifier.shapers,
+                                    reward_model=reward_model)
     return lambda state, batch, examples: rl_step(state, batch)
+
+
+def host_scorer(config, verifier: scoring.Verifier) -> scoring.HostScorer:
+    """The host scoring of `verifier`'s training reward: in-process when
+    `config.reward.num_workers` is 0, else a process pool with `config.reward.timeout_s`
+    per sample."""
+    names = verifier.components and tuple(
+        n for n in verifier.components if n != "overlong") + ("correct",)
+    return scoring.HostScorer(verifier.host_reward, num_workers=config.reward.num_workers,
+                              timeout_s=config.reward.timeout_s, preload=verifier.preload,
+                              names=names or ())
 
 
 def place_rl_batch(placer: Placer, pb, width: int) -> dict:

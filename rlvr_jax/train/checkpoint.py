@@ -214,17 +214,21 @@ def load_run(run_dir: str, *, tokenizer, step: Optional[int] = None):
     import ml_collections
 
     from rlvr_jax.train.build import build_model_config
+    from rlvr_jax.train.workdir import checkpoint_steps
     config_path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"{config_path} not found (expected a scripts/train.py workdir)")
     with open(config_path) as f:
         config = ml_collections.ConfigDict(json.load(f))
     model_config = build_model_config(config, tokenizer)
-    ckpt = Checkpointer(os.path.join(run_dir, "checkpoints"))
+    directory = os.path.join(run_dir, "checkpoints")
+    steps = checkpoint_steps(directory)  # Read first: opening a Checkpointer creates the dir.
+    if not steps or (step is not None and step not in steps):
+        have = f"steps {steps}" if steps else "no complete checkpoint"
+        raise FileNotFoundError(f"{directory}: {have}; train with --config.checkpoint.every=N "
+                                "to keep checkpoints")
+    ckpt = Checkpointer(directory)
     try:
-        if ckpt.latest_step() is None:
-            raise FileNotFoundError(f"no complete checkpoint in {run_dir}/checkpoints (train "
-                                    "with --config.checkpoint.every=N)")
         params = ckpt.restore_params(step)
     finally:
         ckpt.close()

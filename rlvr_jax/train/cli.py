@@ -26,7 +26,8 @@ Trains a policy with RL from an ml_collections config file (see configs/ and REA
   --config.a.b=VALUE   override any config field (every field is commented in
                        rlvr_jax/train/config.py), e.g. --config.rl.steps=50
   --debug              show the full traceback of an error
-  -h, --help           show this message
+  -h, --help           show this message and every config field (with --config FILE: that
+                       file's values)
 """
 
 
@@ -38,8 +39,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Runs `scripts/train.py` with `argv` (without the program name); the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-h" in argv or "--help" in argv:
-        print(USAGE, end="")
-        return 0
+        return print_help(argv)
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     from rlvr_jax.train.validate import ConfigError
@@ -56,6 +56,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("\ninterrupted; rerun the same command to resume (or start again)",
               file=sys.stderr)
         return 130
+
+
+def print_help(argv: List[str]) -> int:
+    """Prints the usage and every config field with its value and comment: the values of
+    `--config FILE` when one is given (and loads), else the defaults."""
+    from rlvr_jax.train.config import default_config
+    from rlvr_jax.train.config_help import format_help
+    path, config = _flag_value(argv, "config"), None
+    if path:
+        try:
+            config = load_config_file(path)
+        except UsageError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    print(USAGE)
+    print(f"config fields (values of {path}):" if config is not None else
+          "config fields (defaults; a config file may change them):")
+    print(format_help(config if config is not None else default_config()))
+    return 0
 
 
 def parse(argv: List[str]):

@@ -34,14 +34,14 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.model.preset = "tiny"          # A name from rlvr_jax.models.presets.
     c.model.hf_checkpoint = ""       # A local Hugging Face directory; overrides preset shapes.
     c.model.vocab_size = 0           # 0: the tokenizer's vocabulary size (for `tiny`).
-    c.model.d_model = 0              # 0 keeps the preset's value (same for the next five).
-    c.model.n_layers = 0
-    c.model.n_heads = 0
-    c.model.n_kv_heads = 0
-    c.model.head_dim = 0
-    c.model.d_ff = 0
+    c.model.d_model = 0              # Width D; 0 keeps the preset's value (as for the next five).
+    c.model.n_layers = 0             # Transformer blocks L (0: the preset's).
+    c.model.n_heads = 0              # Query heads H (0: the preset's).
+    c.model.n_kv_heads = 0           # Key/value heads (grouped-query attention; 0: the preset's).
+    c.model.head_dim = 0             # Per-head width Dh (0: the preset's).
+    c.model.d_ff = 0                 # MLP hidden width F (0: the preset's).
     c.model.dtype = "float32"        # Compute dtype ("bfloat16" on accelerators).
-    c.model.param_dtype = "float32"
+    c.model.param_dtype = "float32"  # Storage dtype of the parameters and optimizer state.
     c.model.remat = "none"           # none | full | dots | dots_no_batch.
     c.model.scan_unroll = 0          # Training forward: 0 auto (unrolled up to 32 layers),
     #                                  1 layer scan, L fully unrolled.
@@ -51,50 +51,57 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.data = ml_collections.ConfigDict()
     c.data.source = "task"           # task | jsonl | parquet | tfds.
     c.data.task = "arithmetic"       # For source=task: arithmetic | countdown | sorting.
-    c.data.task_kwargs = ml_collections.ConfigDict(
-        dict(ops=("add",), min_digits=1, max_digits=2, style="steps"))
+    c.data.task_kwargs = ml_collections.ConfigDict(  # The task's knobs (docs/tasks.md).
+        dict(ops=("add",), min_digits=1, max_digits=2, style="steps", answer_format="marker"))
     c.data.path = ""                 # File path (jsonl/parquet) or TFDS builder name.
-    c.data.prompt_field = "prompt"
-    c.data.answer_field = "answer"
+    c.data.prompt_field = "prompt"   # jsonl/parquet/tfds: the field holding the prompt text...
+    c.data.answer_field = "answer"   # ...and the reference answer.
     c.data.max_prompt_len = 16       # Tp: prompts are left-padded to it; longer ones...
     c.data.overflow = "drop"         # ...are dropped, truncated or an error.
     c.data.chat_template = ""        # Optional template applied to every prompt.
 
-    c.reward = ml_collections.ConfigDict()
-    c.reward.verifier = "auto"       # auto | token (on device) | task (host) | math (host).
-    c.reward.num_workers = 2         # Host verifier processes.
-    c.reward.timeout_s = 5.0
-    c.reward.reward_model_path = ""  # A local HF *ForSequenceClassification dir, scored on
-    #                                  device in the RL step (docs/verifiers.md, reward models).
+    c.data.eval_path = ""            # jsonl/parquet: held-out file; "" = a hash split of path
+    c.data.eval_fraction = 0.1       # ...holding out this share of the prompts (by hash).
+
+    c.reward = ml_collections.ConfigDict()  # docs/verifiers.md, "Rewards from the config".
+    c.reward.verifier = "auto"       # auto | token (on device) | task | math | math_verify (host).
+    c.reward.components = ""         # "" = the verifier alone; or e.g. "task,format": names
+    #                                  from token task math math_verify code format overlong
+    #                                  reward_model.
+    c.reward.weights = ""            # One float per component, e.g. "1.0,0.2" ("" = all 1).
+    c.reward.num_workers = 2         # Host scoring processes (0: in the trainer's process).
+    c.reward.timeout_s = 5.0         # Per sample in those processes; past it the sample scores 0.
+    c.reward.reward_model_path = ""  # The `reward_model` component: a local HF directory of a
+    #                                  *ForSequenceClassification model, scored on device.
     c.reward.reward_model_microbatches = 1  # Score the sampled sequences in this many slices.
 
 
 def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None:
     c.sampling = ml_collections.ConfigDict()
-    c.sampling.temperature = 1.0
-    c.sampling.top_k = 0
-    c.sampling.top_p = 1.0
+    c.sampling.temperature = 1.0     # Rollout temperature (> 0); log-probs use it too.
+    c.sampling.top_k = 0             # Sample among the k most likely tokens (0: off).
+    c.sampling.top_p = 1.0           # Nucleus sampling mass (1.0: off).
     c.sampling.max_new_tokens = 16   # N.
     c.sampling.decode_rules = ""     # "": decode with the training layout; or a mesh.rules
     #                                  preset (e.g. "dp": replicated) to re-lay the params out.
 
     c.sft = ml_collections.ConfigDict()  # Supervised warm-up on worked solutions.
-    c.sft.steps = 0
-    c.sft.batch_size = 64
-    c.sft.learning_rate = 3e-3
-    c.sft.warmup_steps = 20
+    c.sft.steps = 0                  # Supervised steps before RL (0: none).
+    c.sft.batch_size = 64            # Worked solutions per step.
+    c.sft.learning_rate = 3e-3       # AdamW peak learning rate (linear warm-up, then constant).
+    c.sft.warmup_steps = 20          # Steps of linear learning-rate warm-up.
 
     c.rl = ml_collections.ConfigDict()
     c.rl.algorithm = algorithm       # The preset applied (rlvr_jax/train/algorithms.py).
-    c.rl.steps = 100
+    c.rl.steps = 100                 # RL steps (one batch of P' prompts x G samples each).
     c.rl.num_prompts = 16            # P: groups per update.
     c.rl.num_samples = 8             # G: completions per prompt.
     c.rl.oversample = 1.0            # P' = oversample · P prompts are sampled (dynamic sampling).
-    c.rl.learning_rate = 1e-3
-    c.rl.warmup_steps = 0
+    c.rl.learning_rate = 1e-3        # AdamW peak learning rate of the policy.
+    c.rl.warmup_steps = 0            # Optimizer updates of linear learning-rate warm-up.
     c.rl.schedule = "constant"       # constant | cosine.
-    c.rl.weight_decay = 0.0
-    c.rl.max_grad_norm = 1.0
+    c.rl.weight_decay = 0.0          # AdamW decoupled weight decay.
+    c.rl.max_grad_norm = 1.0         # Global gradient-norm clip (0: off).
     c.rl.value_learning_rate = 1e-5  # gae: the value model's own AdamW learning rate.
     # Every field of the update's RLConfig with its default (documented in
     # rlvr_jax/train/rl_config.py); the algorithm preset changes some of them.
@@ -105,17 +112,18 @@ def _evaluation_and_placement(c: ml_collections.ConfigDict) -> None:
     c.eval = ml_collections.ConfigDict()
     c.eval.every = 25                # RL steps between held-out evaluations (0: only at the end).
     c.eval.num_prompts = 500         # Held-out prompts (test split).
-    c.eval.batch_size = 250
+    c.eval.batch_size = 250          # Prompts per compiled call (must divide num_prompts).
     c.eval.k = 1                     # > 1 adds sampled pass@k and maj@k.
     c.eval.temperature = 1.0         # For pass@k sampling (pass@1 is greedy).
 
     c.mesh = ml_collections.ConfigDict()
     c.mesh.data = 1                  # Sizes of the mesh axes; one may be -1 (the rest).
-    c.mesh.fsdp = -1
-    c.mesh.tensor = 1
+    c.mesh.fsdp = -1                 # (data: batch; fsdp: batch + parameter shards;
+    #                                  tensor: heads / MLP columns.)
+    c.mesh.tensor = 1                # (sizes multiply to the devices used.)
     c.mesh.dcn_data = 1              # Multi-slice / multi-host factors (see docs/architecture.md).
-    c.mesh.dcn_fsdp = 1
-    c.mesh.dcn_tensor = 1
+    c.mesh.dcn_fsdp = 1              # (the same factors across slices / hosts)
+    c.mesh.dcn_tensor = 1            # (1 on a single slice or host.)
     c.mesh.rules = "fsdp"            # dp | fsdp | fsdp_tp.
     c.mesh.num_devices = 0           # 0: all devices; n: the first n (e.g. 1 for a CPU test).
 

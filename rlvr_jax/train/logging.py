@@ -184,7 +184,20 @@ def read_tensorboard_scalars(logdir: str) -> Dict[str, list]:
 
 
 def progress_bar(total: int, desc: str):
-    """A tqdm bar on stderr (ETA included); disabled when RLVR_JAX_NO_PROGRESS=1."""
+    """A tqdm bar on stderr (ETA included); disabled when RLVR_JAX_NO_PROGRESS=1. Its rate
+    is the average since `exclude_compile` (not an EMA that a slow first step distorts).
+    Where stderr is not a terminal (a log file, a notebook cell) it redraws every 30 s
+    instead of every second, so the output stays short."""
     disable = os.environ.get("RLVR_JAX_NO_PROGRESS") == "1"
+    interactive = getattr(sys.stderr, "isatty", lambda: False)()
     return tqdm(total=total, desc=desc, file=sys.stderr, disable=disable, dynamic_ncols=True,
-                mininterval=1.0)
+                mininterval=1.0 if interactive else 30.0, smoothing=0.0)
+
+
+def exclude_compile(bar) -> None:
+    """Restarts `bar`'s clock after a phase's first step (which includes compiling it), so
+    the rate and ETA count only the steps that follow."""
+    if getattr(bar, "disable", True):
+        return
+    now = bar._time()
+    bar.start_t, bar.last_print_t, bar.initial = now, now, bar.n

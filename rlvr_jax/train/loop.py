@@ -33,7 +33,7 @@ from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import (build_mesh, build_model_config,  # noqa: F401 (public)
                                   build_task_and_sources)
 from rlvr_jax.train.checkpoint import Checkpointer
-from rlvr_jax.train.logging import MetricsWriter, SampleWriter, progress_bar
+from rlvr_jax.train.logging import MetricsWriter, SampleWriter, exclude_compile, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.rl_config import from_config as rl_config_from  # noqa: F401 (public)
 from rlvr_jax.train.validate import ConfigError, user_input, validate
@@ -52,7 +52,7 @@ class Run:
     verifier: scoring.Verifier
     evaluator: evaluation.Evaluator
     keys: Dict[str, jax.Array]  # init, sft, rl, eval
-    reward_model: Any = (None, None, ())  # build.build_reward_model: spec, host params, shapers
+    reward_model: Any = (None, None)  # build.build_reward_model: (RewardModel, host params)
     ckpt: Optional[Checkpointer] = None
     writer: Optional[MetricsWriter] = None
     samples: Optional[SampleWriter] = None
@@ -74,7 +74,9 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     distributed.initialize(config.distributed)  # Before anything touches a device.
     r, resumed = setup(config, plan, progress)
     params = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
-    summary: Dict[str, Any] = {"model_params": r.model_config.num_params()}
+    summary: Dict[str, Any] = {"model_params": r.model_config.num_params(),
+                               "eval_data": r.evaluator.data.name}
+    _note(r.progress, f"held-out evaluation data: {summary['eval_data']}")
     if resumed is None:  # A checkpoint is always after the warm-up.
         open_logs(r)
         params = warm_up(r, params)
@@ -100,8 +102,8 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     build.check_fit(config, model_config, tokenizer, train_source)
     with user_input("mesh"):
         mesh, rules = build_mesh(config)
-    with user_input("reward.verifier"):
-        verifier = scoring.choose_verifier(config.reward.verifier, task, tokenizer)
+    with user_input("reward"):
+        verifier = scoring.reward_from_config(config, task, tokenizer)  # Checks config.reward.
     reward_model = build.build_reward_model(config, tokenizer)
     evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier)
     workdir_lib.prepare(plan, config)  # The first write.
@@ -171,6 +173,8 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
             writer.write(i + 1, metrics, phase="sft")
             bar.set_postfix(loss=f"{metrics['sft/loss']:.3f}")
         bar.update(1)
+        if i == 0:
+            exclude_compile(bar)
     bar.close()
     return state
 
@@ -192,13 +196,13 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     every config.checkpoint.every (and step 0, so the warm-up is never redone)."""
     config = r.config
     tx, value_tx = build.rl_optimizers(config, r.rl)
-    rm, rm_params, rm_shapers = r.reward_model
+    rm, rm_params = r.reward_model
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
                            reward_params=None if rm is None else r.placer.reward_params(
                                rm_params, rm.config))
     program = build.rl_program(config, r.rl, r.model_config, r.tokenizer, r.verifier, tx,
-                               value_tx, r.placer, params, rm, rm_shapers)
+                               value_tx, r.placer, params, rm)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
     if resumed is not None:  # Exact resume: state (params, optimizer, rng), data, evals.
@@ -219,7 +223,10 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
         bar.set_postfix(reward=f"{metrics.get('rollout/reward_mean', 0.0):.3f}",
                         pass1=f"{last_eval['eval/pass@1']:.3f}")
         bar.update(1)
+        if i == start:
+            exclude_compile(bar)
     bar.close()
+    getattr(program, "close", lambda: None)()  # Host scoring workers, if any.
     return state
 
 
@@ -243,7 +250,8 @@ def rl_step(r: Run, program, state, loader, i: int):
     metrics["perf/sampled_tokens_per_s"] = build.prompts_per_step(config) * g * metrics[
         "rollout/response_length"] / dt
     metrics["train/pass@1"] = metrics.get("reward/correct", 0.0)
-    state = state.replace(data_position=jnp.asarray(loader.state()["index"], jnp.int32))
+    state = state.replace(data_position=r.placer.replicated(  # Where the step returns it.
+        np.asarray(loader.state()["index"], np.int32)))
     return state, metrics
 
 
@@ -340,6 +348,11 @@ def _check_finite(metrics: Dict[str, float], step: int,
 
 
 # ----------------------------------------------------------------------------- helpers
+
+def _note(enabled: bool, text: str) -> None:
+    if enabled and jax.process_index() == 0:
+        print(text, flush=True)
+
 
 def _print(enabled: bool, label: str, metrics: Dict[str, float]) -> None:
     if enabled and jax.process_index() == 0:

@@ -42,8 +42,11 @@ class RLConfig:
       policy_loss: "ppo_clip" | "gspo" | "cispo" | "reinforce".
       eps_low, eps_high: clip range (CISPO: eps_high is the weight cap).
       dual_clip: dual-clip constant c > 1 (ppo_clip; 0: off).
-      aggregation: a `losses.MODES` name.
-      kl_coef, kl_kind: KL(π‖π_ref) term; 0 disables the reference model.
+      aggregation: how per-token losses become one number (`losses.aggregate`):
+        "token-mean" (DAPO), "seq-mean-token-mean" (GRPO), "seq-mean-token-sum",
+        "seq-mean-token-sum-norm" (Dr.GRPO: a constant length).
+      kl_coef, kl_kind: KL(π‖π_ref) term β and its estimator ("k1", "k2", "k3", "k1+",
+        "k3+"); β = 0 disables the reference model.
       kl_in_reward: put the (stop-gradient) KL in the reward instead of the loss: summed
         over the sequence for sequence-level estimators, −β·KL_t per token for reinforce_pp
         and gae.

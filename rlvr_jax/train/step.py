@@ -396,13 +396,16 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
 def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                       rl: RLConfig, tx: optax.GradientTransformation, verify: Callable,
                       tokenizer, *, value_tx: Optional[optax.GradientTransformation] = None,
-                      decode_shardings=None):
+                      decode_shardings=None, shapers=()):
     """`make_rl_step`'s twin for host verifiers: sample (jitted) → decode and score on the
     host (`scoring.score_on_host`) → update (jitted), with the same keys (`step_keys`).
 
     Args:
-      verify: fn(completion_text, example) -> float reward (>= 1 is correct).
+      verify: fn(completion_text, example) -> float reward (>= 1 is correct), scored in
+        this process; or a `scoring.HostScorer` (e.g. a process pool with per-sample
+        timeouts, a weighted sum of reward components).
       tokenizer: decodes the completions for `verify`.
+      shapers: the reward components' shapers, applied before `rl`'s.
 
     Returns:
       step(state, batch, examples) -> (state, metrics, {"tokens" [B', N], "mask" [B', N],
@@ -418,7 +421,7 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
         texts = scoring.decode_completions(tokenizer, rollout.tokens, rollout.mask)
         rewards, reward_metrics = scoring.score_on_host(
             rollout, texts, [ex for ex in examples for _ in range(g)], verify=verify, rl=rl,
-            max_new_tokens=sampling_config.max_new_tokens)
+            max_new_tokens=sampling_config.max_new_tokens, shapers=shapers)
         state, metrics = update_fn(state.replace(rng=rng), rollout, rewards, update_rng)
         metrics.update(reward_metrics)
         return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,

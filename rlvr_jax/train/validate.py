@@ -14,14 +14,13 @@ import contextlib
 import os
 from typing import Iterator
 
-from rlvr_jax import sampling, scoring, sharding, tasks
+from rlvr_jax import sampling, sharding, tasks
 from rlvr_jax.models import config as model_config_lib
 from rlvr_jax.models import presets
 from rlvr_jax.train import algorithms
 from rlvr_jax.train import rl_config as rl_config_lib
 
 SOURCES = ("task", "jsonl", "parquet", "tfds")
-VERIFIERS = ("auto", "token", "task", "math")
 OVERFLOW = ("drop", "truncate", "error")
 SCHEDULES = ("constant", "cosine")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -73,7 +72,7 @@ _MINIMUMS = (
     ("rl.overlong_buffer", 0), ("eval.every", 0), ("eval.num_prompts", 1),
     ("eval.batch_size", 1), ("eval.k", 1), ("checkpoint.every", 0), ("checkpoint.keep", 1),
     ("mesh.num_devices", 0), ("log_every", 1), ("log_samples_every", 0),
-    ("log_num_samples", 0), ("reward.num_workers", 0), ("reward.reward_model_microbatches", 1),
+    ("log_num_samples", 0),
 )
 
 
@@ -91,8 +90,7 @@ def _check_ints(config) -> None:
             _fail(field, f"must be an integer, got {value!r}")
         if value < low:
             _fail(field, f"must be >= {low}, got {value}")
-    for field in ("sft.learning_rate", "rl.learning_rate", "rl.value_learning_rate",
-                  "reward.timeout_s"):
+    for field in ("sft.learning_rate", "rl.learning_rate", "rl.value_learning_rate"):
         value = _get(config, field)
         if not value > 0:
             _fail(field, f"must be > 0, got {value}")
@@ -151,21 +149,26 @@ def _check_data(config) -> None:
     for field in ("prompt_field", "answer_field"):
         if not d[field]:
             _fail(f"data.{field}", "must name a field of the data (it is empty)")
+    if d.source in ("jsonl", "parquet"):
+        if d.eval_path and not os.path.isfile(d.eval_path):
+            _fail("data.eval_path", f"no such file: {d.eval_path}")
+        if not d.eval_path and not 0.0 < d.eval_fraction < 1.0:
+            _fail("data.eval_fraction", f"must be in (0, 1), got {d.eval_fraction}")
 
 
 def _check_reward(config) -> None:
+    from rlvr_jax.scoring import check_reward_config
+    try:
+        check_reward_config(config.reward)  # Its messages name the field.
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
     verifier = config.reward.verifier
-    if verifier not in VERIFIERS:
-        _fail("reward.verifier", f"unknown verifier {verifier!r}; known: {', '.join(VERIFIERS)}")
     if verifier in ("token", "task") and config.data.source != "task":
         _fail("reward.verifier", f"{verifier!r} needs data.source=task (file data has no task "
-              "to verify against); use \"math\" or \"auto\"")
-    if config.reward.reward_model_path:
-        with user_input("reward.reward_model_path"):
-            scoring.check_reward_model_path(config.reward.reward_model_path)
-        if verifier in ("task", "math") or config.data.source != "task":
-            _fail("reward.reward_model_path", "a reward model is scored on device, beside an "
-                  "on-device verifier (data.source=task with reward.verifier auto or token)")
+              "to verify against); use \"math\", \"math_verify\" or \"auto\"")
+    if "reward_model" in config.reward.components and config.data.source != "task":
+        _fail("reward.components", "'reward_model' is scored on device beside the task's "
+              "token verifier: it needs data.source=task")
 
 
 def _check_sampling(config) -> None:
