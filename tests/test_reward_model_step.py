@@ -60,7 +60,8 @@ def test_rl_step_scores_with_the_reward_model_sharded_over_8_devices(setup, mode
     placed_rm = placer.reward_params(rm_params, rm_config)
     assert any(len(leaf.sharding.device_set) == 8 and not leaf.sharding.is_fully_replicated
                for leaf in jax.tree.leaves(placed_rm))  # Really sharded.
-    pp = placer.params(params)
+    # A copy: device_put may alias the session fixture's buffers, and the step donates.
+    pp = placer.params(jax.tree.map(jnp.copy, params))
     state = create_train_state(pp, tx, jax.random.PRNGKey(3), reward_params=placed_rm)
     state = state.replace(opt_state=placer.opt_state(state.opt_state, tx, pp))
     rm = scoring.RewardModel(config=rm_config, weight=2.0, microbatches=2)
@@ -120,6 +121,6 @@ def test_missing_reward_params_is_a_clear_error(setup, model_config, params):
     tx = optax.adam(1e-3)
     rl_step = step_lib.make_rl_step(model_config, sc, step_lib.RLConfig(num_prompts=P), tx,
                                     _verifier, reward_model=scoring.RewardModel(rm_config))
-    state = create_train_state(params, tx, jax.random.PRNGKey(0))
+    state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="state.reward_params"):
         rl_step(state, jax.tree.map(jnp.asarray, batch))

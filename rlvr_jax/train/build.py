@@ -174,6 +174,8 @@ class Placer:
 
     def reward_params(self, reward_params, reward_config):
         """A reward model's parameters, sharded by the same rules as the policy's."""
+        if self.mesh.size == 1:
+            return jax.device_put(reward_params, self._replicated)
         return sharding.shard_params(reward_params, models.reward_logical_axes(reward_config),
                                      self.mesh, self.rules)
 
