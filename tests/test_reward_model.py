@@ -186,3 +186,30 @@ def test_init_from_policy_and_logical_axes(tiny_config, tiny_params):
     assert jax.tree.structure(jax.tree.map(lambda _: 0, axes, is_leaf=lambda x: isinstance(
         x, P))) == jax.tree.structure(jax.tree.map(lambda _: 0, params))
     assert axes["score"]["kernel"] == P("embed", None)
+
+
+def test_train_reward_model_script_exports_what_transformers_scores(tok, tmp_path):
+    """scripts/train_reward_model.py (a few steps): metrics.json and a directory that
+    transformers loads as Qwen2ForSequenceClassification and scores as we do."""
+    import importlib.util
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location(
+        "train_reward_model", os.path.join(root, "scripts", "train_reward_model.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    script.main(["--out", str(tmp_path / "rm"), "--steps", "3", "--batch-pairs", "8",
+                 "--eval-batches", "1"])
+    metrics = json.loads((tmp_path / "rm" / "metrics.json").read_text())
+    assert metrics["pairs"] == 8.0 and 0.0 <= metrics["accuracy"] <= 1.0
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
+        tmp_path / "rm").eval()
+    assert type(model).__name__ == "Qwen2ForSequenceClassification"
+    assert model.config.pad_token_id == tok.pad_id
+    config, params = reward_model.load_hf_reward_model(tmp_path / "rm")
+    rows = [tok.encode("12+34=", add_bos=True) + tok.encode(s, add_eos=True)
+            for s in ("6 4 #### 46", "6 4 #### 47 7")]
+    width = max(map(len, rows))
+    tokens = np.array([r + [tok.pad_id] * (width - len(r)) for r in rows], np.int32)
+    mask = np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows], np.int32)
+    np.testing.assert_allclose(np.asarray(_forward(params, tokens, mask, config=config)),
+                               _hf_scores(model, tokens, mask), atol=TOL)
