@@ -234,10 +234,14 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: .*not this tokenizer"):
         build.build_reward_model(config, tok)
     config.reward.reward_model_path = str(tmp_path / "rm")
+    # Beside a host component: the split path, the reward model scored between sampling
+    # and the update, never by the host scorer.
     config.reward.components, config.reward.weights = "task,reward_model", "1,0.5"
-    with pytest.raises(ConfigError, match=r"^reward\.components: 'reward_model' scores on "
-                                          r"device and combines only with 'token', 'overlong'"):
-        validate(config)
+    validate(config)
+    verifier = scoring.reward_from_config(config, task, tok)
+    assert not verifier.on_device and build.build_reward_model(config, tok)[0].weight == 0.5
+    with build.host_scorer(config, verifier) as scorer:
+        assert scorer.names == ("task", "correct")
     config.reward.components, config.reward.weights = "token", ""
     with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: is set but "
                                           r"'reward_model' is not in reward.components"):

@@ -1,6 +1,7 @@
 """A reward model scored on device inside the one RL program (`scoring.RewardModel`,
 `TrainState.reward_params`): the rewards are the reward model's scores of the sampled
-sequences, sharded over 8 fake devices exactly as unsharded, mixed with the verifier."""
+sequences, sharded over 8 fake devices exactly as unsharded, mixed with the verifier; and on
+the split (host-verifier) path, added to the host rewards."""
 import functools
 
 import jax
@@ -32,7 +33,7 @@ def setup(tok, model_config, params):
     rm_params["score"]["kernel"] = rm_params["score"]["kernel"] * 50.0  # Scores of order 1.
     sc = sampling.SamplingConfig(max_new_tokens=N, num_samples=G, stop_token_ids=(tok.eos_id,),
                                  pad_id=tok.pad_id)
-    return batch, rm_config, rm_params, sc
+    return batch, rm_config, rm_params, sc, pb.examples
 
 
 def _reference_scores(rm_params, rm_config, batch, tokens, mask):
@@ -53,7 +54,7 @@ def test_rl_step_scores_with_the_reward_model_sharded_over_8_devices(setup, mode
     """Reward model alone (the verifier's weight 0, it only measures correctness): the
     rewards of the sharded program are the unsharded reward model's scores; the reward
     model is frozen, the policy trains."""
-    batch, rm_config, rm_params, sc = setup
+    batch, rm_config, rm_params, sc, _ = setup
     mesh, rules = sharding.make_mesh(MESH), sharding.get_rules("fsdp")
     placer = Placer(mesh, rules, model_config)
     tx = optax.adam(1e-3)
@@ -89,7 +90,7 @@ def test_rl_step_scores_with_the_reward_model_sharded_over_8_devices(setup, mode
 def test_mixed_with_the_verifier_and_metrics(setup):
     """verdict weight w_v, reward-model weight w: rewards = w_v·verdict + w·score; the
     agreement metric counts the correct-over-incorrect pairs of each group."""
-    batch, rm_config, rm_params, sc = setup
+    batch, rm_config, rm_params, sc, _ = setup
     rng = np.random.default_rng(0)
     tokens = rng.integers(4, 60, size=(P * G, N)).astype(np.int32)
     mask = (np.arange(N)[None, :] < rng.integers(1, N + 1, size=(P * G, 1))).astype(np.int32)
@@ -117,10 +118,32 @@ def test_mixed_with_the_verifier_and_metrics(setup):
 
 
 def test_missing_reward_params_is_a_clear_error(setup, model_config, params):
-    batch, rm_config, _, sc = setup
+    batch, rm_config, _, sc, _ = setup
     tx = optax.adam(1e-3)
     rl_step = step_lib.make_rl_step(model_config, sc, step_lib.RLConfig(num_prompts=P), tx,
                                     _verifier, reward_model=scoring.RewardModel(rm_config))
     state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="state.reward_params"):
         rl_step(state, jax.tree.map(jnp.asarray, batch))
+
+
+def test_split_path_adds_the_reward_model_to_host_rewards(setup, tok, model_config, params):
+    """make_host_rl_step: reward = host reward + w · reward-model score of each sequence."""
+    batch, rm_config, rm_params, sc, examples = setup
+    tx = optax.adam(1e-3)
+    rl = step_lib.RLConfig(num_prompts=P)
+
+    def verify(text, example):  # A stand-in host verifier.
+        return float(len(text) % 2 == 0)
+
+    step = step_lib.make_host_rl_step(model_config, sc, rl, tx, verify, tok,
+                                      reward_model=scoring.RewardModel(rm_config, weight=0.5))
+    state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(2),
+                               reward_params=jax.tree.map(jnp.copy, rm_params))  # Donated.
+    _, metrics, samples = step(state, jax.tree.map(jnp.asarray, batch), examples)
+    ref = _reference_scores(rm_params, rm_config, batch, samples["tokens"], samples["mask"])
+    texts = scoring.decode_completions(tok, samples["tokens"], samples["mask"])
+    host = np.array([verify(t, None) for t in texts], np.float32)
+    np.testing.assert_allclose(np.asarray(samples["rewards"]), host + 0.5 * ref, atol=2e-5)
+    np.testing.assert_allclose(float(metrics["reward/reward_model"]), ref.mean(), atol=2e-5)
+    assert float(metrics["reward/correct"]) == pytest.approx(float(np.mean(host >= 1)))

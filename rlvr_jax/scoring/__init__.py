@@ -30,7 +30,7 @@ from rlvr_jax.scoring.components import (COMPONENTS, check_reward_config, parse_
 from rlvr_jax.scoring.host import HostScorer
 from rlvr_jax.scoring.score import (decode_completions, is_correct, reward_metrics, score,
                                     score_on_device, score_on_host, verify_on_host)
-from rlvr_jax.scoring.reward_model import (RewardModel, check_reward_model_path,
+from rlvr_jax.scoring.reward_model import (RewardModel, add_scores, check_reward_model_path,
                                            load_reward_model, reward_model_metrics,
                                            reward_model_scores, score_with_reward_model)
 from rlvr_jax.scoring.shaping import (Shaper, kl_in_reward, overlong, rollout_shapers, shape,
@@ -44,5 +44,5 @@ __all__ = ["Verifier", "VERIFIERS", "choose_verifier", "task_verifier", "math_ve
            "kl_in_reward",
            "is_correct", "reward_metrics", "score", "score_on_device", "score_on_host",
            "verify_on_host", "decode_completions",
-           "RewardModel", "reward_model_scores", "reward_model_metrics",
+           "RewardModel", "add_scores", "reward_model_scores", "reward_model_metrics",
            "score_with_reward_model", "check_reward_model_path", "load_reward_model"]

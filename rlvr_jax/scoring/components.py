@@ -8,10 +8,11 @@ The reward of a completion is Σ_k w_k · c_k; each component's mean is logged a
 `reward/<name>`. Correctness (`reward/correct`, eval pass@k, maj@k) is decided by the first
 correctness component (token, task, math, math_verify, code), else by `reward.verifier`.
 
-With `reward_model` among the components (only beside `token` and `overlong`: all on
-device) a reward model from `reward.reward_model_path` is scored inside the RL step
-(`scoring.reward_model`); the task's token verifier decides correctness even when `token`
-is not a component (its weight in the reward is then 0).
+With `reward_model` among the components a reward model from `reward.reward_model_path` is
+scored on device: inside the one RL step beside `token` / `overlong` (the task's token
+verifier decides correctness even when `token` is not a component: its weight is then 0),
+or between sampling and the update on the split path beside host components (e.g.
+`math,reward_model` with weights `0,1` for file data).
 
 `check_reward_config(config.reward)` validates the section without touching a device;
 `reward_from_config(config, task, tokenizer)` builds the `Verifier` of a run. With no
@@ -76,11 +77,10 @@ def check_reward_config(reward) -> None:
     if weights and len(weights) != len(names):
         raise ValueError(f"reward.weights: {len(weights)} weights for {len(names)} components "
                          f"({', '.join(names) or 'none'})")
-    for name in ("token", "reward_model"):
-        if name in names and set(names) - set(ON_DEVICE):
-            raise ValueError(f"reward.components: {name!r} scores on device and combines only "
-                             f"with {', '.join(repr(n) for n in ON_DEVICE if n != name)}; got "
-                             f"{reward.components!r} (use 'task' for the host)")
+    if "token" in names and set(names) - set(ON_DEVICE):
+        raise ValueError("reward.components: 'token' scores on device and combines only with "
+                         f"'overlong' and 'reward_model'; got {reward.components!r} (use "
+                         "'task' for the host)")
     _check_reward_model(reward, names)
     if names and not set(names) - {"overlong"}:
         raise ValueError("reward.components: 'overlong' alone is no reward; add a "
@@ -148,10 +148,11 @@ def _on_device_verifier(task, tokenizer) -> Verifier:
     correctness; the reward model is scored in the same program)."""
     verifier = None if task is None else task_verifier(task, tokenizer)
     if verifier is None or not verifier.on_device:
-        raise ValueError("reward.components: 'reward_model' is scored on device beside the "
-                         "task's on-device verifier (data.source=task with a token verifier, "
-                         f"e.g. arithmetic); {'no task' if task is None else repr(task.name)} "
-                         "has none")
+        raise ValueError("reward.components: 'reward_model' alone is scored beside the task's "
+                         "on-device verifier (data.source=task with a token verifier, e.g. "
+                         f"arithmetic); {'no task' if task is None else repr(task.name)} has "
+                         "none: add a host component for correctness, e.g. "
+                         "reward.components=math,reward_model with reward.weights=0,1")
     return verifier
 
 
@@ -180,7 +181,8 @@ def reward_from_config(config, task, tokenizer) -> Verifier:
         base = choose_verifier("task" if name in ("auto", "token") and task is not None
                                else name, task, None)
     shapers = tuple(_overlong_shaper(config, w) for n, w in pairs if n == "overlong")
-    if correct == "token" or "reward_model" in names:  # Every component is on device.
+    if correct == "token" or set(names) == {"reward_model"} or set(names) == {
+            "reward_model", "overlong"}:  # Every component is on device.
         if correct != "token":  # The token verifier measures; weight 0 in the reward.
             base = _on_device_verifier(task, tokenizer)
         weight = dict(pairs).get("token", 0.0)
@@ -188,7 +190,8 @@ def reward_from_config(config, task, tokenizer) -> Verifier:
                         shapers=(functools.partial(shaping.weighted, name="token",
                                                    weight=weight),) + shapers,
                         components=names)
-    terms = [(n, host_component(n, task), w) for n, w in pairs if n != "overlong"]
+    terms = [(n, host_component(n, task), w) for n, w in pairs
+             if n not in ("overlong", "reward_model")]
     host = HostReward(terms, correct=correct, correct_fn=None if correct else base.verify)
     preload = ("math_verify",) if "math_verify" in names else ()
     return Verifier(base.verify, base.answer_key, None, base.check_steps, host=host,

@@ -79,9 +79,10 @@ def reward_model_scores(params, rollout: sampling.Rollout, *, reward_model: Rewa
 
 def add_scores(rewards: jax.Array, rollout, *, scores: jax.Array, weight: float
                ) -> Tuple[jax.Array, Metrics]:
-    """The shaper `rewards + weight · scores` (scores [B] of this rollout)."""
+    """The shaper `rewards + weight · scores` (scores [B] of this rollout), logging the mean
+    score as `reward/reward_model`."""
     del rollout
-    return rewards + weight * scores, {}
+    return rewards + weight * scores, {"reward/reward_model": jnp.mean(scores)}
 
 
 def reward_model_metrics(scores: jax.Array, correct: jax.Array, num_samples: int) -> Metrics:

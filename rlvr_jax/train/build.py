@@ -337,13 +337,10 @@ def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.
             placer.specs, placer.mesh, sharding.get_rules(config.sampling.decode_rules), params)
     sc = sampling_config(config, tokenizer)
     if not verifier.on_device:
-        if reward_model is not None:
-            raise ConfigError("reward.components: a reward model is scored on device; this "
-                              "run's reward is scored on the host")
         scorer = host_scorer(config, verifier)
         step = step_lib.make_host_rl_step(model_config, sc, rl, tx, scorer, tokenizer,
                                           value_tx=value_tx, decode_shardings=decode_shardings,
-                                          shapers=verifier.shapers)
+                                          shapers=verifier.shapers, reward_model=reward_model)
         step.close = scorer.close  # The loop stops the scoring workers after RL.
         return step
     rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, verifier.token,
@@ -358,7 +355,7 @@ def host_scorer(config, verifier: scoring.Verifier) -> scoring.HostScorer:
     `config.reward.num_workers` is 0, else a process pool with `config.reward.timeout_s`
     per sample."""
     names = verifier.components and tuple(
-        n for n in verifier.components if n != "overlong") + ("correct",)
+        n for n in verifier.components if n not in ("overlong", "reward_model")) + ("correct",)
     return scoring.HostScorer(verifier.host_reward, num_workers=config.reward.num_workers,
                               timeout_s=config.reward.timeout_s, preload=verifier.preload,
                               names=names or ())

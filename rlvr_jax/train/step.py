@@ -396,7 +396,8 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
 def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                       rl: RLConfig, tx: optax.GradientTransformation, verify: Callable,
                       tokenizer, *, value_tx: Optional[optax.GradientTransformation] = None,
-                      decode_shardings=None, shapers=()):
+                      decode_shardings=None, shapers=(),
+                      reward_model: Optional[scoring.RewardModel] = None):
     """`make_rl_step`'s twin for host verifiers: sample (jitted) → decode and score on the
     host (`scoring.score_on_host`) → update (jitted), with the same keys (`step_keys`).
 
@@ -406,6 +407,9 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
         timeouts, a weighted sum of reward components).
       tokenizer: decodes the completions for `verify`.
       shapers: the reward components' shapers, applied before `rl`'s.
+      reward_model: a reward model (`scoring.RewardModel`, parameters in
+        `state.reward_params`) scored on device by a jitted call between sampling and the
+        host scoring; its weighted score is added after `shapers` (`reward_model_shaper`).
 
     Returns:
       step(state, batch, examples) -> (state, metrics, {"tokens" [B', N], "mask" [B', N],
@@ -414,6 +418,7 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
     sample_fn = make_sample_fn(model_config, sampling_config, decode_shardings=decode_shardings)
     update_fn = make_update_fn(model_config, sampling_config, rl, tx, value_tx=value_tx)
     g = sampling_config.num_samples
+    rm_shaper = reward_model_shaper(reward_model)
 
     def host_rl_step(state: TrainState, batch: Batch, examples):
         rng, sample_rng, update_rng = step_keys(state.rng)
@@ -421,12 +426,30 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
         texts = scoring.decode_completions(tokenizer, rollout.tokens, rollout.mask)
         rewards, reward_metrics = scoring.score_on_host(
             rollout, texts, [ex for ex in examples for _ in range(g)], verify=verify, rl=rl,
-            max_new_tokens=sampling_config.max_new_tokens, shapers=shapers)
+            max_new_tokens=sampling_config.max_new_tokens,
+            shapers=tuple(shapers) + rm_shaper(state, rollout))
         state, metrics = update_fn(state.replace(rng=rng), rollout, rewards, update_rng)
         metrics.update(reward_metrics)
         return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
                                 "rewards": rewards}
     return host_rl_step
+
+
+def reward_model_shaper(reward_model: Optional[scoring.RewardModel]):
+    """fn(state, rollout) -> () without a reward model, else (the shaper adding
+    `weight · scores` of the rollout, scored by a jitted call on `state.reward_params`,)."""
+    if reward_model is None:
+        return lambda state, rollout: ()
+    scores_fn = jax.jit(functools.partial(scoring.reward_model_scores,
+                                          reward_model=reward_model))
+
+    def shaper_of(state: TrainState, rollout):
+        if state.reward_params is None:
+            raise ValueError("reward_model needs its parameters in state.reward_params "
+                             "(create_train_state(..., reward_params=...))")
+        return (functools.partial(scoring.add_scores, scores=scores_fn(
+            state.reward_params, rollout), weight=reward_model.weight),)
+    return shaper_of
 
 
 def make_sft_step(model_config: ModelConfig, tx: optax.GradientTransformation, *,

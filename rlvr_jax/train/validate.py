@@ -166,9 +166,6 @@ def _check_reward(config) -> None:
     if verifier in ("token", "task") and config.data.source != "task":
         _fail("reward.verifier", f"{verifier!r} needs data.source=task (file data has no task "
               "to verify against); use \"math\", \"math_verify\" or \"auto\"")
-    if "reward_model" in config.reward.components and config.data.source != "task":
-        _fail("reward.components", "'reward_model' is scored on device beside the task's "
-              "token verifier: it needs data.source=task")
 
 
 def _check_sampling(config) -> None:
