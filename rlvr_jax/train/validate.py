@@ -42,6 +42,8 @@ def user_input(where: str) -> Iterator[None]:
         raise
     except (ValueError, OSError, KeyError, TypeError) as e:
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if message.startswith((f"{where}.", f"{where}:")):  # Already names its field.
+            raise ConfigError(message) from e
         raise ConfigError(f"{where}: {message}") from e
 
 
