@@ -209,7 +209,6 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     from rlvr_jax.models import presets, reward_model
     from rlvr_jax.train.validate import ConfigError, validate
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
-    assert scoring.parse_components(config.reward) == (("reward_model", 1.0),)
     config.reward.reward_model_path = str(tmp_path / "missing")
     with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: no such directory"):
         validate(config)
@@ -219,6 +218,7 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     reward_model.save_hf_reward_model(params, rm_config, tmp_path / "rm", pad_token_id=tok.pad_id)
     config.reward.reward_model_path = str(tmp_path / "rm")
     validate(config)
+    assert scoring.parse_components(config.reward) == (("reward_model", 1.0),)
     spec, host_params = build.build_reward_model(config, tok)
     assert spec.config == rm_config and spec.weight == 1.0
     np.testing.assert_array_equal(host_params["score"]["kernel"], params["score"]["kernel"])
