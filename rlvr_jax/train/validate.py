@@ -140,6 +140,9 @@ def _check_data(config) -> None:
         with user_input("data.task_kwargs"):
             tasks.get(d.task, **d.task_kwargs.to_dict())
         return
+    if config.sft.steps > 0:
+        _fail("sft.steps", f"{config.sft.steps} warm-up steps need worked solutions, which "
+              f"data.source={d.source} does not have (only tasks do); set sft.steps=0")
     if not d.path:
         what = "a TFDS builder name" if d.source == "tfds" else f"the {d.source} file's path"
         _fail("data.path", f"is empty; data.source={d.source} needs {what}")
