@@ -156,34 +156,31 @@ class Placer:
         self.value_specs = models.value_logical_axes(model_config)
         self._replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
+    def _place(self, tree, shard):
+        """`tree` replicated on a one-device mesh (where XLA returns a step's outputs there),
+        else `shard()`."""
+        return jax.device_put(tree, self._replicated) if self.mesh.size == 1 else shard()
+
     def params(self, params):
-        if self.mesh.size == 1:
-            return jax.device_put(params, self._replicated)
-        return sharding.shard_params(params, self.specs, self.mesh, self.rules)
+        return self._place(params, lambda: sharding.shard_params(
+            params, self.specs, self.mesh, self.rules))
 
     def opt_state(self, opt_state, tx, params):
-        if self.mesh.size == 1:
-            return jax.device_put(opt_state, self._replicated)
-        return sharding.shard_optimizer_state(opt_state, tx, params, self.specs, self.mesh,
-                                              self.rules)
+        return self._place(opt_state, lambda: sharding.shard_optimizer_state(
+            opt_state, tx, params, self.specs, self.mesh, self.rules))
 
     def value_params(self, value_params):
-        if self.mesh.size == 1:
-            return jax.device_put(value_params, self._replicated)
-        return sharding.shard_params(value_params, self.value_specs, self.mesh, self.rules)
+        return self._place(value_params, lambda: sharding.shard_params(
+            value_params, self.value_specs, self.mesh, self.rules))
 
     def reward_params(self, reward_params, reward_config):
         """A reward model's parameters, sharded by the same rules as the policy's."""
-        if self.mesh.size == 1:
-            return jax.device_put(reward_params, self._replicated)
-        return sharding.shard_params(reward_params, models.reward_logical_axes(reward_config),
-                                     self.mesh, self.rules)
+        return self._place(reward_params, lambda: sharding.shard_params(
+            reward_params, models.reward_logical_axes(reward_config), self.mesh, self.rules))
 
     def value_opt_state(self, opt_state, tx, value_params):
-        if self.mesh.size == 1:
-            return jax.device_put(opt_state, self._replicated)
-        return sharding.shard_optimizer_state(opt_state, tx, value_params, self.value_specs,
-                                              self.mesh, self.rules)
+        return self._place(opt_state, lambda: sharding.shard_optimizer_state(
+            opt_state, tx, value_params, self.value_specs, self.mesh, self.rules))
 
     def replicated(self, x):
         """`x` (an array or None) replicated on the mesh."""

@@ -122,8 +122,9 @@ def open_logs(r: Run, resumed: Optional[Dict[str, Any]] = None) -> None:
     """Opens metrics.jsonl and samples.jsonl for appending (process 0 writes).
 
     On resume (`resumed`: the checkpoint's extra) both are first cut back to their lengths
-    when the checkpoint was taken (and a finished run's summary.json removed): the lines the interrupted run wrote after it are written
-    again, once, by the resumed run, so the files read as one uninterrupted run.
+    when the checkpoint was taken (and a finished run's summary.json is removed): the lines
+    the interrupted run wrote after it are written again, once, by the resumed run, so the
+    files read as one uninterrupted run.
     """
     main = jax.process_index() == 0
     if main and resumed is not None:

@@ -59,6 +59,13 @@ def validate(config) -> None:
     _check_mesh(config)
 
 
+def _field_error(e: ValueError, section: str, **renames: str) -> ConfigError:
+    """A constructor's "name must be ..." error (`RLConfig`, `SamplingConfig` name their
+    field first) as "section.name: must be ..." (`renames`: name -> another dotted field)."""
+    name, _, rest = str(e).partition(" ")
+    return ConfigError(f"{renames.get(name, f'{section}.{name}')}: {rest}")
+
+
 def _fail(field: str, message: str) -> None:
     raise ConfigError(f"{field}: {message}")
 
@@ -175,15 +182,12 @@ def _check_reward(config) -> None:
 
 def _check_sampling(config) -> None:
     s = config.sampling
-    with user_input("sampling"):
-        try:
-            sampling.SamplingConfig(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-                                    max_new_tokens=s.max_new_tokens,
-                                    num_samples=config.rl.num_samples)
-        except ValueError as e:  # "temperature must be ..." -> "sampling.temperature: ..."
-            name, _, rest = str(e).partition(" ")
-            field = "rl.num_samples" if name == "num_samples" else f"sampling.{name}"
-            raise ConfigError(f"{field}: {rest}") from e
+    try:
+        sampling.SamplingConfig(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                                max_new_tokens=s.max_new_tokens,
+                                num_samples=config.rl.num_samples)
+    except ValueError as e:
+        raise _field_error(e, "sampling", num_samples="rl.num_samples") from e
     if s.decode_rules and s.decode_rules not in sharding.RULE_PRESETS:
         _fail("sampling.decode_rules", f"unknown rules preset {s.decode_rules!r}; known: "
               f"{', '.join(sorted(sharding.RULE_PRESETS))} (or \"\")")
@@ -200,9 +204,8 @@ def _check_training(config) -> None:
         _fail("rl.schedule", f"must be one of {', '.join(SCHEDULES)}; got {rl.schedule!r}")
     try:
         rl_config = rl_config_lib.from_config(config)
-    except ValueError as e:  # RLConfig names its field first: "epochs must be >= 1, ..."
-        name, _, rest = str(e).partition(" ")
-        raise ConfigError(f"rl.{name}: {rest}") from e
+    except ValueError as e:
+        raise _field_error(e, "rl") from e
     rows = rl.num_prompts * rl.num_samples
     if rows % rl_config.minibatches:
         _fail("rl.minibatches", f"{rl.minibatches} does not divide the {rows} sequences of a "
