@@ -65,7 +65,7 @@ def _hf_scores(model, tokens, mask):
     return out.logits.float().numpy()
 
 
-_forward = jax.jit(reward_model.reward_forward, static_argnames=("config",))
+_forward = reward_model.jit_reward_forward
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +90,10 @@ def test_scores_match_transformers_both_paddings_and_export_round_trip(family, h
         assert ours.shape == refs[side].shape == (3, model.config.num_labels)
         assert np.abs(refs[side]).max() > 0.05  # Not a comparison of near-zero scores.
         assert np.max(np.abs(ours - refs[side])) <= TOL, side
-    # The same sequence scores the same whichever side it is padded on.
-    np.testing.assert_allclose(refs["left"][1:], _hf_scores(
-        model, *_unpad_repad(*batches["left"]))[1:], atol=TOL)
+    # The same sequence scores the same (ours) whichever side it is padded on.
+    repadded = _unpad_repad(*batches["left"])
+    np.testing.assert_allclose(np.asarray(_forward(params, *repadded, config=config))[1:],
+                               refs["left"][1:], atol=TOL)
 
     reward_model.save_hf_reward_model(params, config, tmp_path / "export", pad_token_id=PAD)
     saved = json.loads((tmp_path / "export" / "config.json").read_text())
@@ -117,11 +118,11 @@ def _unpad_repad(tokens, mask):
     return out_t, out_m
 
 
-def test_prompt_left_padded_then_completion_right_padded(hf_models):
+def test_prompt_left_padded_then_completion_right_padded(hf_models, tmp_path):
     """The RL layout (left-padded prompt, right-padded completion): the score equals that of
     the same real tokens packed without padding."""
     model = hf_models["qwen2"]
-    config, params = reward_model.load_hf_reward_model(_save(model))
+    config, params = reward_model.load_hf_reward_model(_save(model, tmp_path))
     tokens, mask = _batch("left")
     inner = np.concatenate([tokens, tokens[::-1]], axis=1)
     inner_mask = np.concatenate([mask, np.array([[1] * 12, [1] * 5 + [0] * 7,
@@ -131,16 +132,15 @@ def test_prompt_left_padded_then_completion_right_padded(hf_models):
     np.testing.assert_allclose(ours, _hf_scores(model, packed, packed_mask), atol=TOL)
 
 
-def _save(model):
-    import tempfile
-    path = tempfile.mkdtemp()
+def _save(model, tmp_path):
+    path = tmp_path / "hf"
     model.save_pretrained(path)
     return path
 
 
 def test_sharded_bfloat16_export_and_causal_lm_loader_refuses(hf_models, tmp_path):
     model = hf_models["llama"]
-    config, params = reward_model.load_hf_reward_model(_save(model))
+    config, params = reward_model.load_hf_reward_model(_save(model, tmp_path))
     reward_model.save_hf_reward_model(params, config, tmp_path / "bf16", dtype="bfloat16",
                                       pad_token_id=PAD, max_shard_bytes=40_000)
     index = json.loads((tmp_path / "bf16" / "model.safetensors.index.json").read_text())

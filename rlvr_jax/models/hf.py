@@ -56,12 +56,12 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 def _family(cfg: Dict[str, Any]) -> str:
     archs = cfg.get("architectures") or []
+    known = {**_ARCHITECTURES, **REWARD_ARCHITECTURES}
     for arch in archs:
-        if arch in _ARCHITECTURES or arch in REWARD_ARCHITECTURES:
-            return _ARCHITECTURES.get(arch) or REWARD_ARCHITECTURES[arch]
+        if arch in known:
+            return known[arch]
     if archs:
-        raise ValueError(f"unsupported architecture {archs}; supported: "
-                         f"{sorted(_ARCHITECTURES) + sorted(REWARD_ARCHITECTURES)}")
+        raise ValueError(f"unsupported architecture {archs}; supported: {sorted(known)}")
     model_type = cfg.get("model_type")
     if model_type in _MODEL_TYPES:
         return _MODEL_TYPES[model_type]

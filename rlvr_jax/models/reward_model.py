@@ -28,6 +28,7 @@ import numpy as np
 
 from rlvr_jax.models import hf, transformer
 from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.models.value import trunk_hidden, trunk_logical_axes
 
 Params = Dict[str, Any]
 _SCORE = "score.weight"
@@ -63,9 +64,7 @@ def reward_forward(params: Params, tokens: jax.Array, attention_mask: jax.Array,
     right-padded completion) is excluded by the mask and does not advance RoPE positions;
     the score is the head applied to the last real token's hidden state.
     """
-    hidden, _ = transformer.forward(params["trunk"], tokens,
-                                    config=config.replace(tie_embeddings=True),
-                                    attention_mask=attention_mask, return_hidden=True)
+    hidden = trunk_hidden(params["trunk"], tokens, attention_mask, config=config)
     last = last_token_index(attention_mask)
     pooled = jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]  # [B, D]
     return jnp.einsum("bd,dk->bk", pooled.astype(jnp.float32),
@@ -75,8 +74,7 @@ def reward_forward(params: Params, tokens: jax.Array, attention_mask: jax.Array,
 def reward_logical_axes(config: ModelConfig) -> Params:
     """Logical axis names of the reward-model parameters (for `rlvr_jax.sharding`)."""
     from jax.sharding import PartitionSpec as P
-    trunk = transformer.param_logical_axes(config.replace(tie_embeddings=True))
-    return {"trunk": trunk, "score": {"kernel": P("embed", None)}}
+    return {"trunk": trunk_logical_axes(config), "score": {"kernel": P("embed", None)}}
 
 
 def num_labels(params: Params) -> int:

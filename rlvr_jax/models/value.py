@@ -24,12 +24,24 @@ def init_value_params(config: ModelConfig, rng: jax.Array,
     return {"trunk": trunk, "value_head": head}
 
 
+def trunk_hidden(trunk: Dict[str, Any], tokens: jax.Array, attention_mask: jax.Array, *,
+                 config: ModelConfig) -> jax.Array:
+    """Final hidden states [B, T, D] of a head-less trunk (the policy's transformer without
+    its LM head), shared by the value and reward models."""
+    hidden, _ = transformer.forward(trunk, tokens, config=config.replace(tie_embeddings=True),
+                                    attention_mask=attention_mask, return_hidden=True)
+    return hidden
+
+
+def trunk_logical_axes(config: ModelConfig) -> Dict[str, Any]:
+    """Logical axis names of a head-less trunk's parameters."""
+    return transformer.param_logical_axes(config.replace(tie_embeddings=True))
+
+
 def value_forward(params: Dict[str, Any], tokens: jax.Array, attention_mask: jax.Array, *,
                   config: ModelConfig) -> jax.Array:
     """Per-token values [B, T] float32 (the value of the state after token t)."""
-    trunk_config = config.replace(tie_embeddings=True)  # The trunk never needs an LM head.
-    hidden, _ = transformer.forward(params["trunk"], tokens, config=trunk_config,
-                                    attention_mask=attention_mask, return_hidden=True)
+    hidden = trunk_hidden(params["trunk"], tokens, attention_mask, config=config)
     head = params["value_head"]
     values = jnp.einsum("btd,d->bt", hidden.astype(jnp.float32), head["kernel"].astype(jnp.float32))
     return values + head["bias"].astype(jnp.float32)
@@ -38,5 +50,4 @@ def value_forward(params: Dict[str, Any], tokens: jax.Array, attention_mask: jax
 def value_logical_axes(config: ModelConfig) -> Dict[str, Any]:
     """Logical axis names of the value parameters (for sharding)."""
     from jax.sharding import PartitionSpec as P
-    trunk = transformer.param_logical_axes(config.replace(tie_embeddings=True))
-    return {"trunk": trunk, "value_head": {"kernel": P("embed"), "bias": P()}}
+    return {"trunk": trunk_logical_axes(config), "value_head": {"kernel": P("embed"), "bias": P()}}

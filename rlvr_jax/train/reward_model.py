@@ -18,7 +18,7 @@ import optax
 
 from rlvr_jax.data import datasets
 from rlvr_jax.models import ModelConfig
-from rlvr_jax.models.reward_model import reward_forward
+from rlvr_jax.models.reward_model import jit_reward_forward, reward_forward
 from rlvr_jax.tasks.arithmetic import column_steps
 from rlvr_jax.tasks.base import MARKER
 
@@ -107,10 +107,10 @@ def make_train_step(config: ModelConfig, tx: optax.GradientTransformation):
 def pairwise_accuracy(params, batches, *, config: ModelConfig) -> Dict[str, float]:
     """Held-out accuracy: the fraction of pairs where the chosen completion scores higher,
     overall ("accuracy") and per corruption ("accuracy/<kind>")."""
-    forward = jax.jit(functools.partial(reward_forward, config=config))
     right, kinds = [], []
     for batch in batches:
-        scores = np.asarray(forward(params, batch["tokens"], batch["attention"]))[:, 0]
+        scores = np.asarray(jit_reward_forward(params, batch["tokens"], batch["attention"],
+                                               config=config))[:, 0]
         chosen, rejected = np.split(scores, 2)
         right.append(chosen > rejected)
         kinds.append(batch["kinds"])

@@ -290,10 +290,7 @@ def score_on_device_with(state: TrainState, rollout: sampling.Rollout, answers: 
     kwargs = dict(verifier=verifier, rl=rl, max_new_tokens=max_new_tokens, shapers=shapers)
     if reward_model is None:
         return scoring.score_on_device(rollout, answers, **kwargs)
-    if state.reward_params is None:
-        raise ValueError("reward_model needs its parameters in state.reward_params "
-                         "(create_train_state(..., reward_params=...))")
-    return scoring.score_with_reward_model(rollout, answers, state.reward_params,
+    return scoring.score_with_reward_model(rollout, answers, _reward_params(state),
                                            reward_model=reward_model, **kwargs)
 
 
@@ -444,12 +441,17 @@ def reward_model_shaper(reward_model: Optional[scoring.RewardModel]):
                                           reward_model=reward_model))
 
     def shaper_of(state: TrainState, rollout):
-        if state.reward_params is None:
-            raise ValueError("reward_model needs its parameters in state.reward_params "
-                             "(create_train_state(..., reward_params=...))")
         return (functools.partial(scoring.add_scores, scores=scores_fn(
-            state.reward_params, rollout), weight=reward_model.weight),)
+            _reward_params(state), rollout), weight=reward_model.weight),)
     return shaper_of
+
+
+def _reward_params(state: TrainState):
+    """`state.reward_params`, which a configured reward model needs."""
+    if state.reward_params is None:
+        raise ValueError("reward_model needs its parameters in state.reward_params "
+                         "(create_train_state(..., reward_params=...))")
+    return state.reward_params
 
 
 def make_sft_step(model_config: ModelConfig, tx: optax.GradientTransformation, *,
