@@ -75,6 +75,11 @@ class HostReward(CombinedReward):
             raise ValueError(f"correct={correct!r} is not one of the terms {names}")
         self.correct, self.correct_fn = correct, correct_fn
 
+    @property
+    def names(self) -> Tuple[str, ...]:
+        """The entries a call returns besides "reward": the terms' names, then "correct"."""
+        return tuple(t.name for t in self.terms) + ("correct",)
+
     def __call__(self, completion: str, example) -> dict:
         out = super().__call__(completion, example)
         out["correct"] = (out[self.correct] if self.correct is not None

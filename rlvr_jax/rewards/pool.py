@@ -9,8 +9,8 @@ result of its worker arrives). A sample that raises scores 0 and counts as an er
 dies (segfault, ``os._exit``) scores 0 and is replaced, and a sample that runs past
 ``timeout_s`` scores 0, counts as a timeout and its worker is killed (``SIGKILL``) and
 replaced; the samples queued behind a dead or killed worker's are sent again. ``score``
-therefore always returns, within about
-``ceil(B / num_workers) * timeout_s`` plus restart time.
+therefore always returns: each sample holds its worker for at most ``timeout_s``, so a
+batch takes about ``ceil(B / num_workers) * timeout_s`` at worst, plus worker restarts.
 
 A worker runs the verifier on its main thread, so math-verify's own ``SIGALRM`` timeouts,
 which :func:`rlvr_jax.rewards.math.math_verify_reward` keeps on, work there; the pool's

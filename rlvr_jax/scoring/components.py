@@ -181,8 +181,7 @@ def reward_from_config(config, task, tokenizer) -> Verifier:
         base = choose_verifier("task" if name in ("auto", "token") and task is not None
                                else name, task, None)
     shapers = tuple(_overlong_shaper(config, w) for n, w in pairs if n == "overlong")
-    if correct == "token" or set(names) == {"reward_model"} or set(names) == {
-            "reward_model", "overlong"}:  # Every component is on device.
+    if set(names) <= set(ON_DEVICE):  # Every component is on device.
         if correct != "token":  # The token verifier measures; weight 0 in the reward.
             base = _on_device_verifier(task, tokenizer)
         weight = dict(pairs).get("token", 0.0)
@@ -190,8 +189,7 @@ def reward_from_config(config, task, tokenizer) -> Verifier:
                         shapers=(functools.partial(shaping.weighted, name="token",
                                                    weight=weight),) + shapers,
                         components=names)
-    terms = [(n, host_component(n, task), w) for n, w in pairs
-             if n not in ("overlong", "reward_model")]
+    terms = [(n, host_component(n, task), w) for n, w in pairs if n not in ON_DEVICE]
     host = HostReward(terms, correct=correct, correct_fn=None if correct else base.verify)
     preload = ("math_verify",) if "math_verify" in names else ()
     return Verifier(base.verify, base.answer_key, None, base.check_steps, host=host,

@@ -351,11 +351,9 @@ def host_scorer(config, verifier: scoring.Verifier) -> scoring.HostScorer:
     """The host scoring of `verifier`'s training reward: in-process when
     `config.reward.num_workers` is 0, else a process pool with `config.reward.timeout_s`
     per sample."""
-    names = verifier.components and tuple(
-        n for n in verifier.components if n not in ("overlong", "reward_model")) + ("correct",)
     return scoring.HostScorer(verifier.host_reward, num_workers=config.reward.num_workers,
                               timeout_s=config.reward.timeout_s, preload=verifier.preload,
-                              names=names or ())
+                              names=verifier.host.names if verifier.host is not None else ())
 
 
 def place_rl_batch(placer: Placer, pb, width: int) -> dict:
