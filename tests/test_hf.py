@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from rlvr_jax.models import hf, presets, transformer  # noqa: E402
+from tests.reference.hf_models import perturbed_hf_model
 
 pytestmark = pytest.mark.parity
 
@@ -36,13 +37,7 @@ _FAMILIES = {
 def _hf_model(family, seed=0):
     """A tiny random transformers model; every weight (norms, biases too) perturbed."""
     config_cls, model_cls, extra = _FAMILIES[family]
-    config = getattr(transformers, config_cls)(**_SHAPES, **extra)
-    torch.manual_seed(seed)
-    model = getattr(transformers, model_cls)(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    return model
+    return perturbed_hf_model(config_cls, model_cls, _SHAPES, extra, seed)
 
 
 def _batch():
