@@ -277,7 +277,9 @@ class PromptBatch:
     tokens [P, Tp] int32 left-padded with pad_id; lengths [P] int32; answers [P] int32
     (integer answers, 0 where `answer_mask` is False); answer_mask [P] bool; valid [P] bool
     (False only for filler rows of the final batch when `num_epochs` is set); examples: the
-    P `Example`s (after any chat template, the prompt text is in `texts`).
+    P `Example`s (after any chat template, the prompt text is in `texts`); indices [P] and
+    epochs [P] int64: each row's source index and the epoch it was drawn in (what
+    `rlvr_jax.data.adaptive` tracks pass rates by).
     """
 
     tokens: np.ndarray
@@ -287,6 +289,8 @@ class PromptBatch:
     valid: np.ndarray
     examples: list
     texts: list
+    indices: np.ndarray = None
+    epochs: np.ndarray = None
 
 
 class PromptLoader:
@@ -303,11 +307,15 @@ class PromptLoader:
       chat_template: optional `ChatTemplate` (or template string) applied to each prompt.
       add_bos: prepend BOS when the tokenizer has one.
       num_epochs: stop after this many passes over a finite source (None: forever).
+      admit: optional fn(source_index, epoch) -> bool; a prompt it refuses is skipped and
+        counted as "filtered" (e.g. `adaptive.PromptFilter.admit`). Once a pass's worth of
+        prompts (len(source)) has been refused while filling one batch, the rest of that
+        batch is taken unfiltered (counted as "forced"), so the stream never stalls.
     """
 
     def __init__(self, source, tokenizer, *, batch_size: int, max_prompt_len: int, seed: int = 0,
                  shuffle: bool = True, overflow: str = "drop", chat_template=None,
-                 add_bos: bool = True, num_epochs: int | None = None):
+                 add_bos: bool = True, num_epochs: int | None = None, admit=None):
         if batch_size <= 0 or max_prompt_len <= 0:
             raise ValueError("batch_size and max_prompt_len must be positive")
         if overflow not in ("drop", "truncate", "error"):
@@ -324,20 +332,24 @@ class PromptLoader:
         self.batch_size, self.max_prompt_len, self.seed = batch_size, max_prompt_len, seed
         self.shuffle, self.overflow, self.chat_template = shuffle, overflow, chat_template
         self.add_bos = add_bos and tokenizer.bos_id is not None
-        self.num_epochs = num_epochs
-        self._state = {"epoch": 0, "index": 0, "dropped": 0, "truncated": 0}
+        self.num_epochs, self.admit = num_epochs, admit
+        self._state = {k: 0 for k in self.STATE_KEYS}
         self._perm_epoch, self._perm = None, None
 
     # -- position --------------------------------------------------------------------------
+    STATE_KEYS = ("epoch", "index", "dropped", "truncated", "filtered", "forced")
+
     def state(self) -> dict[str, int]:
-        """The position: {"epoch", "index", "dropped", "truncated"} (plain ints)."""
+        """The position: {"epoch", "index", "dropped", "truncated", "filtered", "forced"}
+        (plain ints; the last four are counts of prompts skipped or let through)."""
         return dict(self._state)
 
     def restore(self, state: dict[str, int]) -> None:
         missing = {"epoch", "index", "dropped", "truncated"} - set(state)
         if missing:
             raise ValueError(f"loader state misses {sorted(missing)}")
-        self._state = {k: int(state[k]) for k in ("epoch", "index", "dropped", "truncated")}
+        # "filtered" / "forced" are absent from states saved before filtering existed.
+        self._state = {k: int(state.get(k, 0)) for k in self.STATE_KEYS}
 
     def _source_index(self, epoch: int, index: int) -> int:
         if not self.finite or not self.shuffle:
@@ -371,16 +383,23 @@ class PromptLoader:
 
     def __next__(self) -> PromptBatch:
         st = dict(self._state)
-        rows, texts = [], []
-        scanned_since_keep = 0
+        rows, texts, where = [], [], []
+        scanned_since_keep, refused = 0, 0
         while len(rows) < self.batch_size:
             if self.finite and st["index"] >= len(self.source):
                 st["epoch"] += 1
                 st["index"] = 0
             if self.num_epochs is not None and st["epoch"] >= self.num_epochs:
                 break
-            ex = self.source[self._source_index(st["epoch"], st["index"])]
+            source_index = self._source_index(st["epoch"], st["index"])
             st["index"] += 1
+            if self.admit is not None and not self.admit(source_index, st["epoch"]):
+                if refused < len(self.source):  # (a filter needs a finite source)
+                    refused += 1
+                    st["filtered"] += 1
+                    continue
+                st["forced"] += 1  # A whole pass refused: the rest of this batch unfiltered.
+            ex = self.source[source_index]
             text, ids, truncated = self.encode_prompt(ex)
             if ids is None:
                 st["dropped"] += 1
@@ -396,6 +415,7 @@ class PromptLoader:
             scanned_since_keep = 0
             rows.append((ex, ids))
             texts.append(text)
+            where.append((source_index, st["epoch"]))
         if not rows:
             self._state = st
             raise StopIteration
@@ -404,14 +424,17 @@ class PromptLoader:
         while len(rows) < self.batch_size:  # final batch of a finite run: filler rows
             rows.append(rows[-1])
             texts.append(texts[-1])
+            where.append(where[-1])
         self._state = st
         examples = [ex for ex, _ in rows]
         tokens, lengths = self.tokenizer.pad_left([ids for _, ids in rows], pad_to=self.max_prompt_len)
         answer_mask = np.array([ex.answer_value is not None for ex in examples], bool)
         answers = np.array([ex.answer_value if ex.answer_value is not None else 0
                             for ex in examples], np.int32)
+        indices, epochs = np.array(where, np.int64).T
         return PromptBatch(tokens=tokens, lengths=lengths, answers=answers,
-                           answer_mask=answer_mask, valid=valid, examples=examples, texts=texts)
+                           answer_mask=answer_mask, valid=valid, examples=examples, texts=texts,
+                           indices=indices, epochs=epochs)
 
 
 def completion_arrays(texts: Sequence[str], tokenizer, *, max_len: int,

@@ -29,7 +29,8 @@ from rlvr_jax.scoring.components import (COMPONENTS, check_reward_config, parse_
                                          reward_from_config)
 from rlvr_jax.scoring.host import HostScorer
 from rlvr_jax.scoring.score import (decode_completions, is_correct, reward_metrics, score,
-                                    score_on_device, score_on_host, verify_on_host)
+                                    score_on_device, score_on_host, score_rows_on_host,
+                                    verify_on_host)
 from rlvr_jax.scoring.reward_model import (RewardModel, add_scores, check_reward_model_path,
                                            load_reward_model, reward_model_metrics,
                                            reward_model_scores, score_with_reward_model)

@@ -92,6 +92,16 @@ def score_on_host(rollout: sampling.Rollout, texts: Sequence[str], examples: Seq
       entry is what `reward/correct` counts). Failures are counted in
       `reward/host_errors` and `reward/host_timeouts`.
     """
+    rewards, metrics, _ = score_rows_on_host(rollout, texts, examples, verify=verify, rl=rl,
+                                             max_new_tokens=max_new_tokens, shapers=shapers)
+    return rewards, metrics
+
+
+def score_rows_on_host(rollout: sampling.Rollout, texts: Sequence[str], examples: Sequence, *,
+                       verify: Callable, rl, max_new_tokens: int, shapers: Sequence = ()
+                       ) -> Tuple[jax.Array, Metrics, np.ndarray]:
+    """`score_on_host`, plus which completions are correct: (rewards [B], metrics,
+    correct [B] bool — what `reward/correct` counts, row by row)."""
     scorer = verify if isinstance(verify, HostScorer) else HostScorer(verify)
     verdicts, components, info = scorer(texts, examples)
     correct = components.pop("correct", None)
@@ -100,4 +110,5 @@ def score_on_host(rollout: sampling.Rollout, texts: Sequence[str], examples: Seq
                              correct=correct, components=components)
     metrics["reward/host_errors"] = jnp.asarray(info["errors"], jnp.float32)
     metrics["reward/host_timeouts"] = jnp.asarray(info["timeouts"], jnp.float32)
-    return rewards, metrics
+    rows = np.asarray(verdicts if correct is None else correct, np.float32)
+    return rewards, metrics, np.asarray(is_correct(rows))

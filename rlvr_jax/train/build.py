@@ -11,8 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import evaluation, models, sampling, scoring, sharding, tasks
+from rlvr_jax import evaluation, models, sampling, scoring, sharding
 from rlvr_jax.data import datasets
+from rlvr_jax.train import adaptive
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.rl_config import RLConfig
@@ -38,12 +39,21 @@ def build_model_config(config, tokenizer) -> models.ModelConfig:
 def build_task_and_sources(config):
     """(task or None, train source, test source) from `config.data`; a missing file or a
     malformed line raises `ConfigError` naming `data.path` and the line."""
+    return build_sources(config)[:3]
+
+
+def build_sources(config):
+    """(task or None, train source, test source, warm-up source) from `config.data`: the
+    warm-up's differs from training's only under a curriculum (`train/adaptive.py`)."""
     d = config.data
     if d.source == "task":
-        with user_input("data.task_kwargs"):
-            task = tasks.get(d.task, **d.task_kwargs.to_dict())
-        return (task, datasets.TaskSource(task, seed=config.seed, split="train"),
-                datasets.TaskSource(task, seed=config.seed + 1, split="test"))
+        return adaptive.task_and_sources(config)
+    sources = _file_or_tfds_sources(config)
+    return sources + (sources[1],)
+
+
+def _file_or_tfds_sources(config):
+    d = config.data
     readers = {"jsonl": datasets.read_jsonl, "parquet": datasets.read_parquet}
     if d.source in readers:
         return (None,) + file_sources(d, readers[d.source])

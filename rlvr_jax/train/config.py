@@ -62,6 +62,9 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
 
     c.data.eval_path = ""            # jsonl/parquet: held-out file; "" = a hash split of path
     c.data.eval_fraction = 0.1       # ...holding out this share of the prompts (by hash).
+    c.data.size = 0                  # source=task: 0 an endless stream; N a fixed set of N
+    #                                  training prompts, reshuffled every epoch.
+    _adaptive_data(c)
 
     c.reward = ml_collections.ConfigDict()  # docs/verifiers.md, "Rewards from the config".
     c.reward.verifier = "auto"       # auto | token (on device) | task | math | math_verify (host).
@@ -74,6 +77,30 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.reward.reward_model_path = ""  # The `reward_model` component: a local HF directory of a
     #                                  *ForSequenceClassification model, scored on device.
     c.reward.reward_model_microbatches = 1  # Score the sampled sequences in this many slices.
+
+
+def _adaptive_data(c: ml_collections.ConfigDict) -> None:
+    """Data that adapts to the policy (docs/data.md); all off by default."""
+    c.data.filter = ml_collections.ConfigDict()
+    c.data.filter.enabled = False    # Skip prompts always / never solved (needs a finite set:
+    #                                  a file or data.size > 0), by their tracked pass rate:
+    c.data.filter.low = 0.0          # skipped while it is <= low (never solved; < 0: off)...
+    c.data.filter.high = 1.0         # ...or >= high (always solved; > 1: off).
+    c.data.filter.ema = 1.0          # Tracked rate: weight of the newest visit (1: it alone).
+    c.data.filter.readmit_epochs = 2  # A skipped prompt is tried again this many epochs after
+    #                                  its last visit (0: never).
+    c.data.curriculum = ml_collections.ConfigDict()
+    c.data.curriculum.knob = ""      # "" off; a knob of data.task_kwargs, e.g. "max_digits"...
+    c.data.curriculum.levels = ()    # ...its values, easiest first, e.g. (1, 2, 3); RL starts
+    #                                  at the first; warm-up and evaluation use the last.
+    c.data.curriculum.promote_at = 0.8  # Next level once the mean train pass rate of the...
+    c.data.curriculum.window = 8     # ...last this many RL steps at this level reaches it.
+    c.data.mixture = ""              # "" off; "name:weight,...", e.g. "add:2,mul:1": task
+    #                                  names, or names given in data.mixture_tasks.
+    c.data.mixture_tasks = ml_collections.ConfigDict()  # name -> {"task": ..., knobs...},
+    #                                  e.g. {"mul": {"task": "arithmetic", "ops": ("mul",)}}.
+    c.data.mixture_adaptive = False  # Reweight by each task's expected informative-group
+    #                                  fraction 1 - p^G - (1-p)^G (p: its running pass rate).
 
 
 def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None:

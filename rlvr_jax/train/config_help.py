@@ -66,7 +66,8 @@ def field_help(config: ml_collections.ConfigDict) -> List[Tuple[str, object, str
     def walk(node, prefix):
         for key in sorted(node.keys()):
             dotted, value = prefix + key, node[key]
-            if isinstance(value, ml_collections.ConfigDict) and dotted != "data.task_kwargs":
+            if isinstance(value, ml_collections.ConfigDict) and dotted not in (
+                    "data.task_kwargs", "data.mixture_tasks"):
                 walk(value, dotted + ".")
                 continue
             text = comments.get(dotted, "")

@@ -27,7 +27,7 @@ import numpy as np
 from rlvr_jax import distributed, evaluation, models, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
-from rlvr_jax.train import build
+from rlvr_jax.train import adaptive, build
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import (build_mesh, build_model_config,  # noqa: F401 (public)
@@ -48,11 +48,13 @@ class Run:
     tokenizer: Any
     model_config: models.ModelConfig
     train_source: Any
+    warmup_source: Any
     placer: build.Placer
     verifier: scoring.Verifier
     evaluator: evaluation.Evaluator
     keys: Dict[str, jax.Array]  # init, sft, rl, eval
     reward_model: Any = (None, None)  # build.build_reward_model: (RewardModel, host params)
+    adaptive: Any = None  # train/adaptive.attach: told each RL step's results, checkpointed
     ckpt: Optional[Checkpointer] = None
     writer: Optional[MetricsWriter] = None
     samples: Optional[SampleWriter] = None
@@ -98,8 +100,9 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
                                    chat_template=config.data.chat_template or None)
     with user_input("model.hf_checkpoint" if config.model.hf_checkpoint else "model"):
         model_config = build_model_config(config, tokenizer)
-    task, train_source, test_source = build_task_and_sources(config)
-    build.check_fit(config, model_config, tokenizer, train_source)
+    task, train_source, test_source, warmup_source = build.build_sources(config)
+    for source in {id(s): s for s in (train_source, warmup_source)}.values():
+        build.check_fit(config, model_config, tokenizer, source)
     with user_input("mesh"):
         mesh, rules = build_mesh(config)
     with user_input("reward"):
@@ -112,7 +115,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     keys = dict(zip(("init", "sft", "rl", "eval"),
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
     r = Run(config, plan.workdir, rl_config_from(config), tokenizer, model_config,
-            train_source, build.Placer(mesh, rules, model_config), verifier, evaluator, keys,
+            train_source, warmup_source, build.Placer(mesh, rules, model_config), verifier, evaluator, keys,
             progress=progress, reward_model=reward_model)
     r.ckpt, resumed = open_checkpoints(config, plan)
     return r, resumed
@@ -146,7 +149,7 @@ def warm_up(r: Run, params):
     if config.sft.steps <= 0:
         return params
     state, tx = build.sft_state(config, params, r.placer, r.keys["sft"])
-    loader = build.prompt_loader(config, r.train_source, r.tokenizer, config.sft.batch_size,
+    loader = build.prompt_loader(config, r.warmup_source, r.tokenizer, config.sft.batch_size,
                                  seed=config.seed)
     with sharding.activate(r.placer.mesh, r.placer.rules):
         state = supervised_warmup(config, state, step_lib.make_sft_step(r.model_config, tx),
@@ -206,10 +209,12 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
                                value_tx, r.placer, params, rm)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
+    r.adaptive = adaptive.attach(config, r.train_source, loader)
     if resumed is not None:  # Exact resume: state (params, optimizer, rng), data, evals.
         state, resumed = restore(r, resume_step, state)
         open_logs(r, resumed)  # Only now, with the state restored, are the logs cut back.
         loader.restore(resumed["loader"])
+        restore_adaptive(r, resumed)
         last_eval, start = resumed["last_eval"], resume_step
     else:
         last_eval, start = summary["after_warmup"], 0
@@ -245,6 +250,10 @@ def rl_step(r: Run, program, state, loader, i: int):
             r.samples.write(i + 1, pb.examples[:k], texts[:k], rewards[:k], 1)
     metrics = {k: float(v) for k, v in metrics.items()}
     _check_finite(metrics, i + 1, r.ckpt)  # Before anything of this step is saved.
+    if r.adaptive is not None:  # What this step's prompts scored steers the next batches.
+        r.adaptive.observe(pb, np.asarray(samples["correct"]).reshape(-1, g))
+        metrics.update(r.adaptive.metrics())
+        metrics.update(adaptive.loader_metrics(config, loader))
     dt = time.perf_counter() - t0
     metrics["perf/step_time_s"] = dt
     metrics["perf/tokens_per_s"] = metrics.get("rollout/valid_tokens", 0.0) / dt
@@ -308,6 +317,23 @@ def restore(r: Run, step: int, state):
                           f"fit this config ({first}); use a new --workdir") from e
 
 
+def restore_adaptive(r: Run, resumed) -> None:
+    """The adaptive data's state (pass rates, curriculum level, mixture weights) as the
+    checkpoint holds it; a checkpoint without it (or with another scheme's) is an error."""
+    saved = resumed.get("adaptive")
+    if r.adaptive is None and saved is None:
+        return
+    try:
+        if r.adaptive is None or saved is None:
+            raise ValueError("adaptive data is " + ("off in this config" if r.adaptive is None
+                                                    else "off in the checkpoint"))
+        r.adaptive.restore(saved)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"--workdir: the checkpoint's data state does not fit this config's "
+                          f"data.filter / data.curriculum / data.mixture ({e}); use a new "
+                          "--workdir") from e
+
+
 def _saved_part(state):
     """The state a checkpoint holds: all of it but a reward model's frozen parameters, which
     are read again from `reward.reward_model_path` on resume."""
@@ -321,6 +347,7 @@ def _saving(r: Run) -> bool:
 def _checkpoint_extra(r: Run, loader, summary, last_eval) -> Dict[str, Any]:
     """The JSON saved beside the state: what the loop needs to continue exactly."""
     return {"phase": "rl", "loader": loader.state(),
+            "adaptive": None if r.adaptive is None else r.adaptive.state(),
             "metrics_offset": os.path.getsize(r.writer.path) if r.writer.enabled else None,
             "samples_offset": r.samples.offset(),
             "after_warmup": {k: float(v) for k, v in summary["after_warmup"].items()},

@@ -353,8 +353,9 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
       verifier: jittable fn(tokens [B, N], mask [B, N], answers [B]) -> [B] float32,
         e.g. `rlvr_jax.tasks.make_token_verifier(tokenizer)`.
       value_tx: the value model's optimizer (advantage="gae" only).
-      return_rollout: also return {"tokens" [B', N], "mask" [B', N], "rewards" [B']} of
-        the sampled completions (e.g. to log what the policy writes).
+      return_rollout: also return {"tokens" [B', N], "mask" [B', N], "rewards" [B'],
+        "correct" [B'] bool} of the sampled completions (to log what the policy writes, and
+        to track pass rates per prompt: `rlvr_jax.data.adaptive`).
       decode_shardings: optional parameter layout for decoding (`decode_layout`).
       shapers: the reward components' jittable shapers (`scoring.Verifier.shapers`),
         applied to the verdicts before `rl`'s.
@@ -383,9 +384,12 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
                                 model_config=model_config, rl=rl, tx=tx,
                                 temperature=sampling_config.temperature, value_tx=value_tx)
         metrics.update(reward_metrics)
-        if return_rollout:
+        if return_rollout:  # `correct`: the verdicts `reward/correct` counts (XLA reuses them).
+            g = sampling_config.num_samples
+            correct = scoring.is_correct(verifier(rollout.tokens, rollout.mask,
+                                                  jnp.repeat(batch["answers"], g, axis=0)))
             return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
-                                    "rewards": rewards}
+                                    "rewards": rewards, "correct": correct}
         return state, metrics
     return rl_step
 
@@ -410,7 +414,8 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
 
     Returns:
       step(state, batch, examples) -> (state, metrics, {"tokens" [B', N], "mask" [B', N],
-      "rewards" [B']}) with `examples` the batch's P' examples. The state is donated.
+      "rewards" [B'], "correct" [B'] bool}) with `examples` the batch's P' examples. The
+      state is donated.
     """
     sample_fn = make_sample_fn(model_config, sampling_config, decode_shardings=decode_shardings)
     update_fn = make_update_fn(model_config, sampling_config, rl, tx, value_tx=value_tx)
@@ -421,14 +426,14 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout = sample_fn(state.params, batch, sample_rng)
         texts = scoring.decode_completions(tokenizer, rollout.tokens, rollout.mask)
-        rewards, reward_metrics = scoring.score_on_host(
+        rewards, reward_metrics, correct = scoring.score_rows_on_host(
             rollout, texts, [ex for ex in examples for _ in range(g)], verify=verify, rl=rl,
             max_new_tokens=sampling_config.max_new_tokens,
             shapers=tuple(shapers) + rm_shaper(state, rollout))
         state, metrics = update_fn(state.replace(rng=rng), rollout, rewards, update_rng)
         metrics.update(reward_metrics)
         return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
-                                "rewards": rewards}
+                                "rewards": rewards, "correct": correct}
     return host_rl_step
 
 

@@ -136,6 +136,12 @@ def _check_model(config) -> None:
 
 
 def _check_data(config) -> None:
+    _check_source(config)
+    from rlvr_jax.train import adaptive  # (it imports this module)
+    adaptive.check(config)
+
+
+def _check_source(config) -> None:
     d = config.data
     if d.source not in SOURCES:
         _fail("data.source", f"must be one of {', '.join(SOURCES)}; got {d.source!r}")
