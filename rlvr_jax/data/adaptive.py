@@ -6,7 +6,7 @@ correct)` after every RL step), changes only between steps, and has a `state()` 
 JSON values that goes into the checkpoint: `restore(state)` (with the loader's) makes the
 next batch exactly the one that would have followed. `metrics()` are logged as `data/...`.
 
-    PromptFilter(n, low=0.0, high=1.0, ema=1.0, readmit_epochs=2)   finite prompt sets
+    PromptFilter(n, low=0.0, high=1.0, ema=1.0, readmit_epochs=1)   finite prompt sets
     Curriculum([task per level], seed=0, promote_at=0.8, window=8)   a stream, easy first
     Mixture(MixtureTask({...}, weights), seed=0, adaptive=True, group_size=G)
 
@@ -48,15 +48,15 @@ class PromptFilter:
     updates ``rate ← r`` on the first visit, else ``rate ← ema·r + (1 − ema)·rate``
     (ema = 1: the newest visit alone); `visits` and the epoch of the newest visit are kept.
 
-    Filter (`admit`, called by the loader): a prompt is skipped while it has been visited,
-    its rate is ≤ `low` (never solved) or ≥ `high` (always solved), and fewer than
-    `readmit_epochs` epochs have passed since its newest visit; it is then re-admitted for
-    one visit, which updates its rate (0 = never re-admitted). `low` < 0 or `high` > 1
-    switch that side off. Skipped prompts are counted in the loader's state.
+    Filter (`admit`, called by the loader): a visited prompt whose rate is ≤ `low` (never
+    solved) or ≥ `high` (always solved) sits out the next `readmit_epochs` epochs after its
+    newest visit and is then re-admitted for one visit, which updates its rate (0: it never
+    comes back). `low` < 0 or `high` > 1 switch that side off. Skipped prompts are counted
+    in the loader's state.
     """
 
     def __init__(self, n: int, *, low: float = 0.0, high: float = 1.0, ema: float = 1.0,
-                 readmit_epochs: int = 2):
+                 readmit_epochs: int = 1):
         if n <= 0:
             raise ValueError(f"a prompt filter needs a finite prompt set, got {n} prompts")
         if not 0.0 < ema <= 1.0:
@@ -80,7 +80,7 @@ class PromptFilter:
         if self.visits[index] == 0 or not (self.rate[index] <= self.low
                                            or self.rate[index] >= self.high):
             return True
-        return self.readmit_epochs > 0 and epoch - self.last_epoch[index] >= self.readmit_epochs
+        return self.readmit_epochs > 0 and epoch - self.last_epoch[index] > self.readmit_epochs
 
     def observe(self, batch, correct) -> None:
         """Updates the rates of `batch`'s prompts (`batch.indices` [P], `batch.epochs` [P],

@@ -74,6 +74,8 @@ def check_fit(config, model_config, tokenizer, source, sample: int = 64) -> None
       prompts (chat template and BOS included) and their worked solutions or answers,
       reach past the model's vocabulary. (A model vocabulary larger than the
       tokenizer's is normal — padded embeddings; those ids are never sampled.)
+    - with a warm-up (`sft.steps` > 0), a worked solution of those prompts (EOS included)
+      is longer than `sampling.max_new_tokens`.
     """
     total = config.data.max_prompt_len + config.sampling.max_new_tokens
     if total > model_config.max_position_embeddings:
@@ -89,7 +91,13 @@ def check_fit(config, model_config, tokenizer, source, sample: int = 64) -> None
             _, prompt_ids, _ = loader.encode_prompt(example)
         kept += prompt_ids is not None
         ids.update(prompt_ids or ())
-        ids.update(tokenizer.encode(example.solution or example.answer))
+        target = tokenizer.encode(example.solution or example.answer)
+        ids.update(target)
+        if config.sft.steps > 0 and example.solution and \
+                len(target) + 1 > config.sampling.max_new_tokens:
+            raise ConfigError(f"sampling.max_new_tokens: the warm-up's worked solution "
+                              f"{example.solution!r} needs {len(target) + 1} tokens (EOS "
+                              f"included), more than {config.sampling.max_new_tokens}")
     if not kept:
         raise ConfigError(f"data.max_prompt_len: all of the first {n} prompts are longer than "
                           f"{config.data.max_prompt_len} tokens (data.overflow=drop drops them)")
@@ -126,7 +134,12 @@ def eval_data_name(config, test_source) -> str:
     """What the held-out evaluation runs on, in words (summary.json's "eval_data")."""
     d = config.data
     if d.source == "task":
-        return f"{d.task} test split (hash-disjoint from train; stream seed {config.seed + 1})"
+        what = d.task
+        if d.mixture:
+            what = f"mixture {d.mixture} (fixed weights)"
+        elif d.curriculum.knob:
+            what = f"{d.task} at {d.curriculum.knob}={d.curriculum.levels[-1]} (the last level)"
+        return f"{what} test split (hash-disjoint from train; stream seed {config.seed + 1})"
     if d.source == "tfds":
         return f"tfds {d.path} split test"
     return test_source.name

@@ -87,8 +87,8 @@ def _adaptive_data(c: ml_collections.ConfigDict) -> None:
     c.data.filter.low = 0.0          # skipped while it is <= low (never solved; < 0: off)...
     c.data.filter.high = 1.0         # ...or >= high (always solved; > 1: off).
     c.data.filter.ema = 1.0          # Tracked rate: weight of the newest visit (1: it alone).
-    c.data.filter.readmit_epochs = 2  # A skipped prompt is tried again this many epochs after
-    #                                  its last visit (0: never).
+    c.data.filter.readmit_epochs = 1  # A skipped prompt sits out this many epochs after its
+    #                                  last visit, then is tried again (0: never again).
     c.data.curriculum = ml_collections.ConfigDict()
     c.data.curriculum.knob = ""      # "" off; a knob of data.task_kwargs, e.g. "max_digits"...
     c.data.curriculum.levels = ()    # ...its values, easiest first, e.g. (1, 2, 3); RL starts
