@@ -46,6 +46,11 @@ BUILD_ONLY = ("countdown_grpo", "format_arithmetic", "sorting_grpo")
 # tiny exported one instead of run (test_reward_model_config_validates_and_builds).
 REWARD_MODEL = ("reward_model_arithmetic",)
 
+# Adaptive data (docs/data.md): their RL update is the quickstart's (no new program), their
+# data schemes run in tests/test_adaptive_data.py (a real filtered run, killed and resumed);
+# here they are validated and built, and their batches and worked solutions must fit.
+ADAPTIVE = ("curriculum_arithmetic", "filter_arithmetic", "mixture_arithmetic")
+
 # Keys every RL record of metrics.jsonl must have (the issue's list).
 RL_KEYS = ("step", "rollout/reward_mean", "reward/correct", "loss/clip_frac_low",
            "loss/clip_frac_high", "rollout/response_length", "rollout/truncation_rate",
@@ -115,6 +120,9 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
                     "step of it with a tiny random checkpoint")
     if name in BUILD_ONLY:
         pytest.skip("host-scored task config: test_task_config_builds_and_scores_solutions")
+    if name in ADAPTIVE:
+        pytest.skip("adaptive-data config: test_adaptive_config_builds (its data schemes run "
+                    "in tests/test_adaptive_data.py)")
     if name in REWARD_MODEL:
         pytest.skip("reward-model config: test_reward_model_config_validates_and_builds (the "
                     "on-device scoring runs in tests/test_reward_model_step.py)")
@@ -180,6 +188,38 @@ def test_task_config_builds_and_scores_solutions(name):
         np.testing.assert_array_equal(values, np.ones(16, np.float32), err_msg=name_)
     assert info["errors"] == info["timeouts"] == 0
     assert not {ex.key for ex in pb.examples} & {test[i].key for i in range(20)}
+
+
+@pytest.mark.parametrize("name", ADAPTIVE)
+def test_adaptive_config_builds(name):
+    """Valid; the quickstart's update (RLConfig equal: no program of its own); batches of
+    every stage fit the prompt width and the warm-up's solutions fit max_new_tokens; the
+    loop attaches the right scheme, which accepts a step's results."""
+    from rlvr_jax.data import adaptive as adaptive_data
+    from rlvr_jax.train import adaptive, validate
+    config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    validate.validate(config)
+    quick = load_config(os.path.join(ROOT, "configs", "quickstart.py"))
+    assert loop.rl_config_from(config) == loop.rl_config_from(quick)
+    tokenizer = load_tokenizer(config.tokenizer)
+    task, train, test, warmup = build.build_sources(config)
+    for source in (warmup, test):
+        loader = build.prompt_loader(config, source, tokenizer, 64, shuffle=False)
+        pb = next(loader)
+        assert loader.state()["dropped"] == 0
+        datasets.completion_arrays([ex.solution for ex in pb.examples], tokenizer,
+                                   max_len=config.sampling.max_new_tokens)
+        assert all(task.verify(ex.solution, ex) == 1.0 for ex in pb.examples)
+    loader = build.prompt_loader(config, train, tokenizer, 16, seed=0)
+    scheme = adaptive.attach(config, train, loader)
+    kind = {"filter_arithmetic": adaptive_data.PromptFilter,
+            "curriculum_arithmetic": adaptive_data.Curriculum,
+            "mixture_arithmetic": adaptive_data.Mixture}[name]
+    assert isinstance(scheme, kind)
+    pb = next(loader)
+    scheme.observe(pb, np.ones((16, config.rl.num_samples), bool))
+    assert scheme.metrics() and json.loads(json.dumps(scheme.state()))
+    assert task.token_verifier(tokenizer) is not None  # The one-program path.
 
 
 def test_tokens_per_second_counts_tokens(tmp_path_factory):
