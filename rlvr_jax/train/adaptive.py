@@ -108,7 +108,10 @@ def check(config) -> None:
 def task_and_sources(config):
     """(task, train source, held-out source, warm-up source) of `data.source=task`:
 
-    - plain: the task's stream (or a fixed set of `data.size` prompts);
+    - plain: the task's stream; with `data.size` RL draws from a fixed set of that many
+      prompts (the stream's first ones) while the warm-up keeps the whole stream (a small
+      curated RL set beside plentiful worked solutions; a warm-up of hundreds of steps on
+      N prompts would memorise them);
     - curriculum: training walks the levels; warm-up and evaluation use the last level
       (the target), so every arm of a comparison shares the same warm-up;
     - mixture: a `MixtureTask` (its held-out stream uses the fixed weights).
@@ -129,8 +132,9 @@ def task_and_sources(config):
                 datasets.TaskSource(target, seed=seed, split="train"))
     with user_input("data.task_kwargs"):
         task = tasks.get(d.task, **d.task_kwargs.to_dict())
-    train = datasets.TaskSource(task, seed=seed, split="train", size=d.size or None)
-    return task, train, datasets.TaskSource(task, seed=seed + 1, split="test"), train
+    stream = datasets.TaskSource(task, seed=seed, split="train")
+    train = datasets.TaskSource(task, seed=seed, split="train", size=d.size) if d.size else stream
+    return task, train, datasets.TaskSource(task, seed=seed + 1, split="test"), stream
 
 
 def attach(config, source, loader):

@@ -62,8 +62,9 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
 
     c.data.eval_path = ""            # jsonl/parquet: held-out file; "" = a hash split of path
     c.data.eval_fraction = 0.1       # ...holding out this share of the prompts (by hash).
-    c.data.size = 0                  # source=task: 0 an endless stream; N a fixed set of N
-    #                                  training prompts, reshuffled every epoch.
+    c.data.size = 0                  # source=task: 0 an endless stream; N: RL draws from a
+    #                                  fixed set of N prompts, reshuffled every epoch (the
+    #                                  warm-up keeps the stream).
     _adaptive_data(c)
 
     c.reward = ml_collections.ConfigDict()  # docs/verifiers.md, "Rewards from the config".
