@@ -250,3 +250,17 @@ def test_filtered_run_killed_and_resumed_matches_uninterrupted(tmp_path, monkeyp
     assert _comparable(read_metrics(os.path.join(workdir, "metrics.jsonl"))) == want
     rl = [m for p, _, m in want if p == "rl"]
     assert rl[-1]["data/visited_fraction"] == 1.0 and rl[-1]["data/forced"] > 0
+
+
+def test_curriculum_levels_of_a_list_knob_from_the_config():
+    """`ops` levels given as strings ("add", "add+mul", as the command line gives them)
+    become the tuples the task takes; warm-up and evaluation use the last level."""
+    from rlvr_jax.train import adaptive as train_adaptive
+    from rlvr_jax.train.config import arithmetic_config
+    config = arithmetic_config()
+    config.data.curriculum.knob = "ops"
+    config.data.curriculum.levels = ("add", "add+mul")
+    train_adaptive.check(config)
+    task, train, test, warmup = train_adaptive.task_and_sources(config)
+    assert [t.ops for t in train.tasks] == [("add",), ("add", "mul")]
+    assert task.ops == warmup.task.ops == test.task.ops == ("add", "mul")

@@ -58,8 +58,10 @@ def _level_tasks(d):
     c = d.curriculum
     if not c.levels:
         _fail("data.curriculum.levels", f"is empty; give the values of {c.knob!r}, easiest first")
-    out = []
+    out, listed = [], isinstance(d.task_kwargs.get(c.knob), (tuple, list))
     for value in c.levels:
+        if listed and isinstance(value, str):  # ops levels "add", "add+mul": tuples.
+            value = tuple(v for v in value.split("+") if v)
         with user_input("data.curriculum.levels"):
             out.append(tasks.get(d.task, **{**d.task_kwargs.to_dict(), c.knob: value}))
     return out

@@ -92,14 +92,16 @@ def _adaptive_data(c: ml_collections.ConfigDict) -> None:
     #                                  last visit, then is tried again (0: never again).
     c.data.curriculum = ml_collections.ConfigDict()
     c.data.curriculum.knob = ""      # "" off; a knob of data.task_kwargs, e.g. "max_digits"...
-    c.data.curriculum.levels = ()    # ...its values, easiest first, e.g. (1, 2, 3); RL starts
-    #                                  at the first; warm-up and evaluation use the last.
+    c.data.curriculum.levels = ()    # ...its values, easiest first, e.g. (1, 2, 3) (for ops:
+    #                                  "add", "add+mul"); RL starts at the first; warm-up
+    #                                  and evaluation use the last.
     c.data.curriculum.promote_at = 0.8  # Next level once the mean train pass rate of the...
     c.data.curriculum.window = 8     # ...last this many RL steps at this level reaches it.
     c.data.mixture = ""              # "" off; "name:weight,...", e.g. "add:2,mul:1": task
     #                                  names, or names given in data.mixture_tasks.
     c.data.mixture_tasks = ml_collections.ConfigDict()  # name -> {"task": ..., knobs...},
-    #                                  e.g. {"mul": {"task": "arithmetic", "ops": ("mul",)}}.
+    #                                  e.g. {"mul": {"task": "arithmetic", "ops": ("mul",)}}
+    #                                  (set in a config file).
     c.data.mixture_adaptive = False  # Reweight by each task's expected informative-group
     #                                  fraction 1 - p^G - (1-p)^G (p: its running pass rate).
 
