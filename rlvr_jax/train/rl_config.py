@@ -165,6 +165,9 @@ def _check_ranges(rl: RLConfig) -> None:
     for name in ("process_weight", "process_temperature"):
         if getattr(rl, name) < 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
+    if rl.process_weight > 0 and rl.policy_loss == "gspo":
+        raise ValueError("process_weight: process rewards give per-token advantages; gspo "
+                         "takes one advantage per sequence")
     if rl.value_clip < 0:
         raise ValueError(f"value_clip must be > 0 (or 0: off), got {rl.value_clip}")
     if rl.kl_target < 0:
