@@ -166,8 +166,8 @@ def _check_ranges(rl: RLConfig) -> None:
         if getattr(rl, name) < 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
     if rl.process_weight > 0 and rl.policy_loss == "gspo":
-        raise ValueError("process_weight: process rewards give per-token advantages; gspo "
-                         "takes one advantage per sequence")
+        raise ValueError("process_weight > 0 gives per-token advantages, which "
+                         "policy_loss='gspo' (one advantage per sequence) cannot take")
     if rl.value_clip < 0:
         raise ValueError(f"value_clip must be > 0 (or 0: off), got {rl.value_clip}")
     if rl.kl_target < 0:
