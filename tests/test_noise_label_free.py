@@ -114,21 +114,22 @@ def test_majority_votes_on_the_verifiers_normalised_answers():
 
 
 def test_self_certainty_over_the_answer_span(tok):
-    texts = ["13 #### 71", "no marker"]
+    texts = ["13 #### 71", "no marker", "13 #### "]
     n = 12
-    tokens = np.full((2, n), tok.pad_id, np.int32)
-    mask = np.zeros((2, n), np.int32)
+    tokens = np.full((3, n), tok.pad_id, np.int32)
+    mask = np.zeros((3, n), np.int32)
     for b, t in enumerate(texts):
         ids = tok.encode(t) + [tok.eos_id]
         tokens[b, :len(ids)], mask[b, :len(ids)] = ids, 1
     span = scoring.answer_span_mask(texts, tokens, mask, tok)
-    # "13 #### 71": tokens 1 3 ' ' #### ' ' 7 1 -> the answer " 71" is tokens 4..6.
-    np.testing.assert_array_equal(np.flatnonzero(span[0]), [4, 5, 6])
+    # "13 #### 71": tokens 1 3 ' ' #### ' ' 7 1 -> the answer "71" is tokens 5, 6.
+    np.testing.assert_array_equal(np.flatnonzero(span[0]), [5, 6])    # "71", not the space
     np.testing.assert_array_equal(np.flatnonzero(span[1]), np.arange(9))  # whole completion
-    logp = np.log(np.full((2, n), 0.5, np.float32))
+    assert not span[2].any()                                              # blank answer
+    span, logp = span[:2], np.log(np.full((2, n), 0.5, np.float32))
     logp[0, 5] = np.log(0.125)
     got = np.asarray(scoring.self_certainty(logp, span))
-    np.testing.assert_allclose(got, [np.exp((2 * np.log(0.5) + np.log(0.125)) / 3), 0.5],
+    np.testing.assert_allclose(got, [np.exp((np.log(0.5) + np.log(0.125)) / 2), 0.5],
                                rtol=1e-6)
     assert float(scoring.self_certainty(logp, np.zeros_like(span))[0]) == 0.0
 

@@ -11,7 +11,7 @@
   `reward/majority_share` (the majority's mean share of its group).
 - **self_certainty**: `exp(mean_{t ∈ answer span} log π_old(y_t))`, the geometric-mean
   probability the sampling policy gave the tokens of the final answer (0 without an answer
-  span). The span starts after the last answer marker (`####`, `<answer>`, `\\boxed{`, else
+  or with a blank one: measured, a policy learns to end with ``"#### "`` otherwise). The span starts after the last answer marker (`####`, `<answer>`, `\\boxed{`, else
   the whole completion); the log-probs are the sampler's (of logits / temperature).
   Self-certainty as KL(U‖π) over the full vocabulary (Zhao et al. 2025, "Learning to Reason
   without External Rewards") needs the logits and is not offered.
@@ -62,15 +62,17 @@ def answer_start(text: str) -> int:
 
 def answer_span_mask(texts: Sequence[str], tokens, mask, tokenizer) -> np.ndarray:
     """[B, N] bool: the completion tokens that hold characters of the final answer (from
-    `answer_start` to the end of the text); all False for an empty answer."""
+    `answer_start` to the end of the text, surrounding whitespace left out); all False for a
+    blank answer (`"13 #### "` would otherwise be rewarded for a confident space)."""
     tokens, mask = np.asarray(tokens), np.asarray(mask)
     out = np.zeros(tokens.shape, bool)
     for b, text in enumerate(texts):
-        start = answer_start(text)
+        start, end = answer_start(text), len(text.rstrip())
+        start += len(text[start:]) - len(text[start:].lstrip())  # Skip the blanks before it.
         ids = completion_ids(tokens[b], mask[b])
-        if start >= len(text) or not ids:
+        if start >= end or not ids:  # A blank answer holds no certainty (a hack otherwise).
             continue
-        first, last = token_of_offsets(tokenizer, ids, [start + 1, len(text)])
+        first, last = token_of_offsets(tokenizer, ids, [start + 1, end])
         out[b, first:last + 1] = True
     return out
 
