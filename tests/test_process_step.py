@@ -151,3 +151,15 @@ def test_host_rl_step_with_process_rewards(tok, model_config, params):
     with pytest.raises(ValueError, match="process rewards"):   # The one program has none.
         step_lib.update(state, None, None, None, num_samples=4, model_config=model_config,
                         rl=rl, tx=tx, temperature=1.0)
+
+
+def test_countdown_and_tags_step_checkers():
+    countdown = tasks.get("countdown")
+    ex = countdown.example(0, seed=0)                # 20 20 9 -> 11
+    text = "20-9=11 9+9=18 20+11=31 #### 20-9"        # 9 is spent; 20 and 11 are not
+    assert countdown.step_scores(text, ex) == [(7, 1.0), (14, 0.0), (23, 1.0)]
+    tags = tasks.get("arithmetic", answer_format="tags")
+    ex = tags.make("add", 456, 257)
+    text = "<think>13 12 7</think><answer>713</answer>"
+    assert tags.step_scores(text, ex) == [(9, 1.0), (12, 0.0), (14, 1.0)]
+    assert tags.step_scores("13 12 7 #### 713", ex) is None   # Not the task's format.
