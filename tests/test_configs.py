@@ -45,6 +45,11 @@ BUILD_ONLY = ("countdown_grpo", "format_arithmetic", "sorting_grpo")
 # Need a trained reward model (scripts/train_reward_model.py): validated and built with a
 # tiny exported one instead of run (test_reward_model_config_validates_and_builds).
 REWARD_MODEL = ("reward_model_arithmetic",)
+# Beyond one outcome reward (process rewards, a noisy verifier, label-free rewards): validated,
+# built and scored on their own worked solutions (no RL step; the steps with these features
+# run in tests/test_process_step.py and tests/test_noise_label_free.py).
+REWARD_FEATURES = ("noisy_verifier_arithmetic", "process_min_arithmetic",
+                   "self_certainty_arithmetic", "ttrl_arithmetic")
 
 # Adaptive data (docs/data.md): their RL update is the quickstart's (no new program), their
 # data schemes run in tests/test_adaptive_data.py (a real filtered run, killed and resumed);
@@ -126,6 +131,8 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     if name in REWARD_MODEL:
         pytest.skip("reward-model config: test_reward_model_config_validates_and_builds (the "
                     "on-device scoring runs in tests/test_reward_model_step.py)")
+    if name in REWARD_FEATURES:
+        pytest.skip("reward-feature config: test_reward_feature_config_builds_and_scores")
     summary, records, workdir = _run(name, tmp_path_factory)
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     rl_records = [r for r in records if r["phase"] == "rl"]
@@ -289,3 +296,40 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     config.reward.components, config.reward.reward_model_path = "reward_model", ""
     with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: is empty"):
         validate(config)
+
+
+@pytest.mark.parametrize("name", REWARD_FEATURES)
+def test_reward_feature_config_builds_and_scores(name):
+    """Valid; the run's verifier carries the feature; the host text scoring (process rewards,
+    label-free terms) gives the config's own worked solutions full marks. No compilation."""
+    from rlvr_jax.train import rl_config
+    from rlvr_jax.train.validate import validate
+    config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    validate(config)
+    tok = load_tokenizer(config.tokenizer)
+    task, train, _ = build.build_task_and_sources(config)
+    verifier = scoring.reward_from_config(config, task, tok)
+    rl = rl_config.from_config(config)
+    text_scoring = scoring.host_text_scoring(verifier, tok, rl, num_samples=2)
+    if name == "noisy_verifier_arithmetic":  # Noise, then the correction, on device.
+        assert verifier.on_device and text_scoring is None
+        assert [s.func for s in verifier.shapers[:2]] == [scoring.noisy,
+                                                          scoring.backward_corrected]
+        return
+    assert not verifier.on_device and text_scoring is not None
+    examples = [train[i] for i in range(4) for _ in range(2)]  # G = 2 copies per prompt.
+    texts = [ex.solution for ex in examples]
+    tokens, mask = datasets.completion_arrays(texts, tok, max_len=config.sampling.max_new_tokens)
+    import jax.numpy as jnp
+    from rlvr_jax import sampling
+    rollout = sampling.Rollout(tokens=jnp.asarray(tokens), mask=jnp.asarray(mask),
+                               logprobs=jnp.zeros(tokens.shape), lengths=jnp.sum(mask, 1),
+                               finished=jnp.ones((8,), bool), prompt_tokens=jnp.asarray(tokens),
+                               prompt_mask=jnp.asarray(mask))
+    texts = scoring.decode_completions(tok, tokens, mask)
+    shapers, steps, metrics = text_scoring(texts, examples, rollout)
+    rewards, _ = scoring.shape(jnp.zeros((8,)), rollout, shapers)
+    if rl.process:
+        assert metrics["process/step_accuracy"] == 1.0 and steps.ends.any()
+    else:  # Majority: every pair agrees; self-certainty: log-probs 0 -> exp(0) = 1.
+        np.testing.assert_allclose(rewards, np.ones(8), rtol=1e-6)

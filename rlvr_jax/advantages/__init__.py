@@ -3,13 +3,16 @@
 Shape vocabulary: `P` prompts, `G` samples per prompt, `B = P*G` sequences (sequence
 `p*G + g` is sample `g` of prompt `p`), `T` tokens. Group estimators (`group.py`) take rewards
 `[P, G]` and return sequence advantages `[P, G]`; `broadcast_to_tokens` turns them into
-`[B, T]`. Token estimators (`token.py`) return `[B, T]`. All outputs are float32. A group whose
+`[B, T]`. Token estimators (`token.py`) return `[B, T]`; process (step) rewards (`process.py`) are `[B, T]` arrays with the reward of each
+step on the token that ends it. All outputs are float32. A group whose
 rewards are all equal (tested as `max == min`, never through a float std) gets advantage
 exactly 0.
 """
 from rlvr_jax.advantages.group import (GPG_ALPHAS, dynamic_sampling_mask, gpg, group_metrics,
                                        grpo, grpo_passk, ngrpo, rloo, select_groups,
                                        sign_weighted, w_reinforce, zero_variance_groups)
+from rlvr_jax.advantages.process import (group_process_advantages, min_form_rewards,
+                                         process_returns, process_token_rewards)
 from rlvr_jax.advantages.token import (broadcast_to_tokens, discounted_returns, gae,
                                        reinforce_plus_plus, reinforce_plus_plus_baseline,
                                        token_rewards, whiten)
@@ -19,4 +22,5 @@ __all__ = [
     "ngrpo", "rloo", "select_groups", "sign_weighted", "w_reinforce", "zero_variance_groups",
     "broadcast_to_tokens", "discounted_returns", "gae", "reinforce_plus_plus",
     "reinforce_plus_plus_baseline", "token_rewards", "whiten",
+    "group_process_advantages", "min_form_rewards", "process_returns", "process_token_rewards",
 ]

@@ -21,6 +21,11 @@ which the update calls once it has the reference log-probs.
 A reward model (`scoring.reward_model`) is scored on device too, inside the one program:
 `score_with_reward_model` adds its weighted score to the verifier's shaped verdicts.
 
+Beyond one outcome reward: `scoring.noise` (a noisy verifier and its backward correction,
+shapers on both paths), `scoring.label_free` (TTRL majority votes, self-certainty) and
+`scoring.process` (the task step checkers' verdicts as per-step rewards [B, N]) — the last
+two scored from the texts on the split path (`host_text_scoring`).
+
 Layering: imports `rlvr_jax.tasks`, `rlvr_jax.rewards`, `rlvr_jax.sampling`,
 `rlvr_jax.models` (the reward model); never
 `rlvr_jax.train` or `rlvr_jax.evaluation` (both build on it).
@@ -28,6 +33,10 @@ Layering: imports `rlvr_jax.tasks`, `rlvr_jax.rewards`, `rlvr_jax.sampling`,
 from rlvr_jax.scoring.components import (COMPONENTS, check_reward_config, parse_components,
                                          reward_from_config)
 from rlvr_jax.scoring.host import HostScorer
+from rlvr_jax.scoring.label_free import answer_span_mask, majority, self_certainty
+from rlvr_jax.scoring.noise import backward_corrected, noise_shapers, noisy
+from rlvr_jax.scoring.process import StepRewards, step_rewards_on_host
+from rlvr_jax.scoring.text_terms import host_text_scoring
 from rlvr_jax.scoring.score import (decode_completions, is_correct, reward_metrics, score,
                                     score_on_device, score_on_host, score_rows_on_host,
                                     verify_on_host)
@@ -46,4 +55,6 @@ __all__ = ["Verifier", "VERIFIERS", "choose_verifier", "task_verifier", "math_ve
            "is_correct", "reward_metrics", "score", "score_on_device", "score_on_host",
            "verify_on_host", "decode_completions",
            "RewardModel", "add_scores", "reward_model_scores", "reward_model_metrics",
-           "score_with_reward_model", "check_reward_model_path", "load_reward_model"]
+           "score_with_reward_model", "check_reward_model_path", "load_reward_model",
+           "noisy", "backward_corrected", "noise_shapers", "majority", "self_certainty",
+           "answer_span_mask", "StepRewards", "step_rewards_on_host", "host_text_scoring"]

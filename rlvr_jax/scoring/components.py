@@ -18,6 +18,7 @@ or between sampling and the update on the split path beside host components (e.g
 `reward_from_config(config, task, tokenizer)` builds the `Verifier` of a run. With no
 components it is exactly `choose_verifier(config.reward.verifier, ...)`.
 """
+import dataclasses
 import functools
 from typing import Tuple
 
@@ -36,8 +37,13 @@ COMPONENTS = {
     "overlong": "DAPO soft overlong penalty in [-1, 0] on the completion length",
     "reward_model": "a learned reward model's score of prompt + completion, on device "
                     "(reward.reward_model_path; scoring.reward_model)",
+    "majority": "label-free (TTRL): 1 where the completion's answer (the verifier's "
+                "answer_key) is the majority answer of its group of G (scoring.label_free)",
+    "self_certainty": "label-free: exp(mean log-prob of the answer span's tokens) under the "
+                      "sampling policy (scoring.label_free)",
 }
 CORRECTNESS = ("token", "task", "math", "math_verify", "code")
+LABEL_FREE = ("majority", "self_certainty")  # Scored from the texts and the rollout (host).
 ON_DEVICE = ("token", "overlong", "reward_model")  # Jittable: the one-program path.
 
 
@@ -89,6 +95,8 @@ def check_reward_config(reward) -> None:
         raise ValueError(f"reward.num_workers: must be >= 0, got {reward.num_workers}")
     if reward.timeout_s <= 0:
         raise ValueError(f"reward.timeout_s: must be > 0, got {reward.timeout_s}")
+    from rlvr_jax.scoring.noise import check_noise_config
+    check_noise_config(reward)
 
 
 def _check_reward_model(reward, names) -> None:
@@ -166,8 +174,24 @@ def _overlong_shaper(config, weight: float):
 
 def reward_from_config(config, task, tokenizer) -> Verifier:
     """The `Verifier` of a run from `config.reward` (and `config.sampling.max_new_tokens`,
-    `config.rl.overlong_buffer`): `choose_verifier(config.reward.verifier, ...)` without
-    components, else the weighted components (on device when every one is)."""
+    `config.rl.overlong_buffer`, `config.rl.process_weight`): `choose_verifier(
+    config.reward.verifier, ...)` without components, else the weighted components (on
+    device when every one is); the noisy-verifier / backward-correction shapers first
+    (`scoring.noise`). Process rewards (`rl.process_weight > 0`) and label-free components
+    are scored on the host: the verifier then has no on-device `token`."""
+    from rlvr_jax.scoring.noise import noise_shapers
+    verifier = _components_verifier(config, task, tokenizer)
+    changes = dict(shapers=noise_shapers(config.reward) + verifier.shapers)
+    if config.rl.get("process_weight", 0.0) > 0 or verifier.label_free:
+        if config.rl.get("process_weight", 0.0) > 0 and verifier.step_scores is None:
+            raise ValueError("rl.process_weight: process rewards need a task with step "
+                             "checkers (data.source=task)")
+        changes["token"] = None  # The split path: step checkers and votes run on the host.
+    return dataclasses.replace(verifier, **changes)
+
+
+def _components_verifier(config, task, tokenizer) -> Verifier:
+    """`reward_from_config` before the noise shapers and the choice of path."""
     from rlvr_jax.rewards.components import HostReward
     pairs = parse_components(config.reward)
     if not pairs:
@@ -176,7 +200,7 @@ def reward_from_config(config, task, tokenizer) -> Verifier:
     correct = next((n for n in names if n in CORRECTNESS), None)
     if correct:
         base = _correctness_verifier(correct, task, tokenizer)
-    else:  # E.g. format only: reward.verifier's host verifier decides correctness.
+    else:  # E.g. format or label-free only: reward.verifier's host verifier decides.
         name = config.reward.verifier
         base = choose_verifier("task" if name in ("auto", "token") and task is not None
                                else name, task, None)
@@ -185,12 +209,15 @@ def reward_from_config(config, task, tokenizer) -> Verifier:
         if correct != "token":  # The token verifier measures; weight 0 in the reward.
             base = _on_device_verifier(task, tokenizer)
         weight = dict(pairs).get("token", 0.0)
-        return Verifier(base.verify, base.answer_key, base.token, base.check_steps,
-                        shapers=(functools.partial(shaping.weighted, name="token",
-                                                   weight=weight),) + shapers,
-                        components=names)
-    terms = [(n, host_component(n, task), w) for n, w in pairs if n not in ON_DEVICE]
+        return dataclasses.replace(
+            base, shapers=(functools.partial(shaping.weighted, name="token",
+                                             weight=weight),) + shapers, components=names)
+    terms = [(n, host_component(n, task), w) for n, w in pairs
+             if n not in ON_DEVICE + LABEL_FREE]
+    if not terms:  # Label-free only: the verifier measures (reward/verifier), weight 0.
+        terms, correct = [("verifier", base.verify, 0.0)], "verifier"
     host = HostReward(terms, correct=correct, correct_fn=None if correct else base.verify)
     preload = ("math_verify",) if "math_verify" in names else ()
-    return Verifier(base.verify, base.answer_key, None, base.check_steps, host=host,
-                    shapers=shapers, components=names, preload=preload)
+    return dataclasses.replace(
+        base, token=None, host=host, shapers=shapers, components=names, preload=preload,
+        label_free=tuple((n, w) for n, w in pairs if n in LABEL_FREE))

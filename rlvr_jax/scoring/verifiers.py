@@ -27,6 +27,11 @@ class Verifier:
         applied to the verdicts before the `RLConfig`'s (`scoring.shaping`).
       components: the names of the configured components (each logged as `reward/<name>`).
       preload: modules a host-scoring worker imports before it is ready.
+      step_scores: optional fn(completion_text, example) -> [(end_char, score), ...] or
+        None: the task's per-step checker (process rewards, `scoring.process`).
+      label_free: ((name, weight), ...) of the label-free components ("majority",
+        "self_certainty"): scored on the host from the texts and the rollout, no reference
+        answer needed (`scoring.label_free`).
 
     `verify`, `answer_key` and `check_steps` define correctness (pass@k, `reward/correct`);
     the training reward is `token` on device, else `host` or `verify` on the host.
@@ -39,6 +44,8 @@ class Verifier:
     shapers: Tuple[Callable, ...] = ()
     components: Tuple[str, ...] = ()
     preload: Tuple[str, ...] = ()
+    step_scores: Optional[Callable] = None
+    label_free: Tuple[Tuple[str, float], ...] = ()
 
     @property
     def on_device(self) -> bool:
@@ -55,7 +62,7 @@ def task_verifier(task, tokenizer=None) -> Verifier:
     one."""
     token = None if tokenizer is None else task.token_verifier(tokenizer)
     return Verifier(verify=task.verify, answer_key=task.answer_key, token=token,
-                    check_steps=task.check_steps)
+                    check_steps=task.check_steps, step_scores=task.step_scores)
 
 
 def math_verifier(kind: str = "rule") -> Verifier:

@@ -125,6 +125,18 @@ class Arithmetic(base.Task):
         from rlvr_jax.tasks.token_verifier import make_token_verifier
         return make_token_verifier(tokenizer)
 
+    def step_scores(self, completion: str, example: base.Example):
+        """[(end_char, 1.0 or 0.0), ...]: reasoning chunk i is right when it is worked step
+        i (a chunk past the worked steps is wrong); None when the answer format fails."""
+        chunks = self.reasoning_chunks(completion)
+        if chunks is None:
+            return None
+        m = example.meta
+        expected = ([str(s) for s in column_steps(m["op"], m["a"], m["b"])]
+                    if self.style == "steps" else [])
+        return [(end, float(i < len(expected) and text == expected[i]))
+                for i, (end, text) in enumerate(chunks)]
+
     def check_steps(self, completion: str, example: base.Example) -> bool:
         m = example.meta
         expected = ([str(s) for s in column_steps(m["op"], m["a"], m["b"])]

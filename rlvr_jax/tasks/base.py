@@ -139,6 +139,8 @@ class Task:
       check_steps(completion, example) -> bool    the worked reasoning is correct too
       answer_key(completion) -> hashable | None   the normalised final answer (maj@k)
       token_verifier(tokenizer) -> fn | None      the on-device verifier, if the task has one
+      step_scores(completion, example)            per-step verdicts [(end_char, 0/1), ...]
+        -> list | None                            (process rewards; tasks with step checkers)
     """
 
     name = "task"
@@ -212,6 +214,22 @@ class Task:
         the host only (`verify`)."""
         del tokenizer
         return None
+
+    def reasoning_chunks(self, completion: str) -> list[tuple[int, str]] | None:
+        """[(end_char, chunk), ...]: the whitespace-separated chunks of the reasoning before
+        the answer (marker or tags format) with the offset just past each chunk in
+        `completion`, whatever the final answer; None when the answer format fails."""
+        if self.answer_format == "tags":
+            if completion.count("<answer>") != 1 or _TAGGED.fullmatch(completion) is None:
+                return None
+            before = completion[:completion.index("<answer>")]
+            think = _THINK.fullmatch(before)
+            start, text = (think.start("think"), think.group("think")) if think else (0, before)
+        else:
+            if completion.count(MARKER) != 1:
+                return None
+            start, text = 0, completion[:completion.index(MARKER)]
+        return [(start + m.end(), m.group()) for m in re.finditer(r"\S+", text)]
 
     def reasoning_steps(self, completion: str, example: Example) -> list[str] | None:
         """The whitespace-separated reasoning before the marker, or None when the final

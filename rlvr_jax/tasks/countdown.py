@@ -187,6 +187,27 @@ class Countdown(base.Task):
             return 0.0
         return float(value == example.meta["target"])
 
+    def step_scores(self, completion: str, example: base.Example):
+        """[(end_char, 1.0 or 0.0), ...]: a step ``x op y=z`` is right when it is correct
+        arithmetic on numbers still available (a wrong step leaves the pool as it was);
+        None when the answer format fails."""
+        chunks = self.reasoning_chunks(completion)
+        if chunks is None:
+            return None
+        pool, out = collections.Counter(example.meta["numbers"]), []
+        for end, chunk in chunks:
+            m = _STEP.fullmatch(chunk)
+            ok = m is not None
+            if ok:
+                x, op, y, z = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+                need = collections.Counter([x, y])
+                ok = not (need - pool) and _apply(op, x, y, min_divisor=1) == z
+            if ok:
+                pool = pool - need
+                pool[z] += 1
+            out.append((end, float(ok)))
+        return out
+
     def check_steps(self, completion: str, example: base.Example) -> bool:
         chunks = self.reasoning_steps(completion, example)
         if chunks is None:

@@ -11,6 +11,7 @@ is a permutation of the input, every comparison is true, and the answer is right
 """
 from __future__ import annotations
 
+import collections
 import re
 
 from rlvr_jax.tasks import base
@@ -64,6 +65,31 @@ class Sorting(base.Task):
             return 0.0
         m = _LIST.fullmatch(parts[1])
         return float(m is not None and m.group(1) == example.answer)
+
+    def step_scores(self, completion: str, example: base.Example):
+        """[(end_char, 1.0 or 0.0), ...]: each comparison ``a<b`` / ``a<=b`` of the chain is
+        a step, right when it holds and the numbers so far are drawn from the input
+        (as a multiset); a chunk that is not a chain is one wrong step; None when the
+        answer format fails."""
+        chunks = self.reasoning_chunks(completion)
+        if chunks is None:
+            return None
+        out = []
+        for end, chunk in chunks:
+            if _CHAIN.fullmatch(chunk) is None:
+                out.append((end, 0.0))
+                continue
+            start = end - len(chunk)
+            nums = list(re.finditer(r"[0-9]+", chunk))
+            ops = re.findall(r"<=|<", chunk)
+            left = collections.Counter(example.meta["values"])
+            left[int(nums[0].group())] -= 1
+            for a, b, op in zip(nums, nums[1:], ops):
+                x, y = int(a.group()), int(b.group())
+                left[y] -= 1
+                ok = (x <= y if op == "<=" else x < y) and min(left.values()) >= 0
+                out.append((start + b.end(), float(ok)))
+        return out
 
     def check_steps(self, completion: str, example: base.Example) -> bool:
         chunks = self.reasoning_steps(completion, example)

@@ -120,6 +120,11 @@ class Algorithm:
       aggregate: fn(per_token, mask, counts, max_len) -> scalar, with `counts` the global
         `losses.global_counts` of the minibatch (plus its valid rows as "num_rows").
       value_loss: fn(values, old_values, returns, mask) -> (per_token, metrics), or None.
+      process_rewards: fn(step_values [B, N], step_ends [B, N], mask) -> the process part of
+        the per-token rewards [B, N] of a token estimator (reinforce_pp, gae), or None.
+      process_advantages: fn(step_values, step_ends, mask, valid [P]) -> α × the group
+        process advantages [B, N] added to the outcome advantages (the other estimators),
+        or None. Both None without process rewards (`rl.process_weight = 0`).
     """
     group_advantages: Optional[Callable]
     token_advantages: Optional[Callable]
@@ -130,11 +135,14 @@ class Algorithm:
     entropy_bonus: Optional[Callable]
     aggregate: Callable
     value_loss: Optional[Callable]
+    process_rewards: Optional[Callable] = None
+    process_advantages: Optional[Callable] = None
 
 
 def resolve(rl: RLConfig) -> Algorithm:
     """The functions `rl` names, with its hyperparameters bound (call outside jit)."""
     in_loss = rl.needs_reference and not rl.kl_in_reward
+    per_token_process = rl.advantage in ("reinforce_pp", "gae")  # Process rewards as rewards.
     return Algorithm(
         group_advantages=None if rl.token_level else _group_estimator(rl),
         token_advantages=_token_estimator(rl) if rl.token_level else None,
@@ -148,7 +156,12 @@ def resolve(rl: RLConfig) -> Algorithm:
         if rl.entropy_coef > 0 else None,
         aggregate=functools.partial(_aggregate, mode=rl.aggregation),
         value_loss=functools.partial(losses.value_loss, clip=rl.value_clip or None)
-        if rl.needs_value else None)
+        if rl.needs_value else None,
+        process_rewards=functools.partial(
+            adv.process_token_rewards, weight=rl.process_weight, form=rl.process_form,
+            temperature=rl.process_temperature) if rl.process and per_token_process else None,
+        process_advantages=functools.partial(process_advantages, rl=rl)
+        if rl.process and not per_token_process else None)
 
 
 def _group_estimator(rl: RLConfig) -> Callable:
@@ -187,11 +200,22 @@ def _token_estimator(rl: RLConfig) -> Callable:
     }[rl.advantage]
 
 
+def process_advantages(values, ends, mask, valid, *, rl: RLConfig):
+    """α × DeepSeekMath's group-normalised process advantages [B, N] (`rl.process_form`),
+    added to a group estimator's outcome advantages (outcome + process mix)."""
+    return rl.process_weight * adv.group_process_advantages(
+        values, ends, mask, num_samples=mask.shape[0] // valid.shape[0], group_mask=valid,
+        form=rl.process_form, eps=rl.advantage_eps)
+
+
 def reinforce_pp_advantages(rewards, mask, valid, *, kl=None, kl_coef=0.0, old_values=None,
-                            gamma=1.0):
-    """REINFORCE++ [B, N]: outcome at the last token (− β·KL_t), returns, batch-whitened."""
+                            gamma=1.0, process_rewards=None):
+    """REINFORCE++ [B, N]: outcome at the last token (− β·KL_t, + the process rewards at
+    the step ends), returns, batch-whitened."""
     del old_values
     per_token = adv.token_rewards(rewards.reshape(-1), mask, kl=kl, kl_coef=kl_coef)
+    if process_rewards is not None:
+        per_token = per_token + process_rewards
     row_valid = jnp.repeat(valid, rewards.shape[1])
     return adv.reinforce_plus_plus(per_token, mask, gamma=gamma, sequence_mask=row_valid), None
 
@@ -204,9 +228,12 @@ def reinforce_pp_baseline_advantages(rewards, mask, valid, *, kl=None, kl_coef=0
 
 
 def gae_advantages(rewards, mask, valid, *, kl=None, kl_coef=0.0, old_values=None, gamma=1.0,
-                   lam=1.0, whiten=True):
-    """GAE advantages and returns [B, N] from the outcome (− β·KL_t) and the old values."""
+                   lam=1.0, whiten=True, process_rewards=None):
+    """GAE advantages and returns [B, N] from the outcome (− β·KL_t, + the process rewards
+    at the step ends) and the old values."""
     per_token = adv.token_rewards(rewards.reshape(-1), mask, kl=kl, kl_coef=kl_coef)
+    if process_rewards is not None:
+        per_token = per_token + process_rewards
     a, returns = adv.gae(per_token, old_values, mask, gamma=gamma, lam=lam)
     if whiten:
         row_valid = jnp.repeat(valid, rewards.shape[1])

@@ -358,9 +358,11 @@ def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.
     sc = sampling_config(config, tokenizer)
     if not verifier.on_device:
         scorer = host_scorer(config, verifier)
-        step = step_lib.make_host_rl_step(model_config, sc, rl, tx, scorer, tokenizer,
-                                          value_tx=value_tx, decode_shardings=decode_shardings,
-                                          shapers=verifier.shapers, reward_model=reward_model)
+        step = step_lib.make_host_rl_step(
+            model_config, sc, rl, tx, scorer, tokenizer, value_tx=value_tx,
+            decode_shardings=decode_shardings, shapers=verifier.shapers,
+            reward_model=reward_model, text_scoring=scoring.host_text_scoring(
+                verifier, tokenizer, rl, num_samples=sc.num_samples))
         step.close = scorer.close  # The loop stops the scoring workers after RL.
         return step
     rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, verifier.token,

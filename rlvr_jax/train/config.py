@@ -78,6 +78,12 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.reward.reward_model_path = ""  # The `reward_model` component: a local HF directory of a
     #                                  *ForSequenceClassification model, scored on device.
     c.reward.reward_model_microbatches = 1  # Score the sampled sequences in this many slices.
+    c.reward.noise_fn_rate = 0.0     # Noisy verifier: P(a correct completion scores 0) (p1).
+    c.reward.noise_fp_rate = 0.0     # ...P(a wrong completion scores 1) (p0); p1 = 1 - p0 = 1 - g
+    #                                  gives Bernoulli(g) random rewards (scoring/noise.py).
+    c.reward.noise_seed = 0          # Seeds the flips (with a hash of each rollout's tokens).
+    c.reward.correction_fn_rate = 0.0  # Backward-corrected reward (r - fp) / (1 - fn - fp) for a
+    c.reward.correction_fp_rate = 0.0  # verifier with these FN / FP rates (0, 0: off).
 
 
 def _adaptive_data(c: ml_collections.ConfigDict) -> None:

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_jax import sampling
+from rlvr_jax.scoring.process import StepRewards
 
 
 @flax.struct.dataclass
@@ -27,10 +28,13 @@ class Groups:
       rollout: the B = P·G rows of those groups (G consecutive rows per prompt).
       rewards: [P, G] float32 rewards (shaped, e.g. minus a KL-in-reward penalty).
       valid: [P] bool, False for filler groups of dynamic sampling (no gradient, no statistics).
+      steps: the process (step) rewards of those rows (`scoring.StepRewards`: values and
+        ends [B, N]), or None (outcome rewards only).
     """
     rollout: sampling.Rollout
     rewards: jax.Array
     valid: jax.Array
+    steps: Optional[StepRewards] = None
 
 
 @flax.struct.dataclass

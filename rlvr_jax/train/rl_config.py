@@ -14,6 +14,7 @@ SEQUENCE_ADVANTAGES = ("grpo", "rloo", "grpo_passk", "ngrpo", "w_reinforce", "gp
 TOKEN_ADVANTAGES = ("reinforce_pp", "reinforce_pp_baseline", "gae")
 ADVANTAGES = SEQUENCE_ADVANTAGES + TOKEN_ADVANTAGES
 POLICY_LOSSES = ("ppo_clip", "gspo", "cispo", "reinforce")
+PROCESS_FORMS = ("sum", "min")
 # Fields where 0 means "off" (None, as older code passed it, is read as 0).
 _ZERO_IS_OFF = ("value_clip", "dual_clip", "kl_target", "tis_cap")
 
@@ -61,6 +62,16 @@ class RLConfig:
       overlong_buffer, overlong_penalty: DAPO soft overlong shaping (0 disables).
       tis_cap: truncated importance sampling cap on trainer/sampler ratios (0: off).
       logprob_chunk: sequence chunk of the log-prob computation.
+      process_weight: α of the process (step) rewards from the task's step checkers, each
+        on the token that ends its step (0: outcome only; > 0 scores on the host). Token
+        estimators (reinforce_pp, gae) add them to the per-token rewards; the others add
+        α × the group-normalised process advantage to the outcome advantage.
+      process_form: "sum" (returns sum the future step rewards) or "min" (PURE min-form
+        credit assignment: the return of a token is the minimum future step reward).
+      process_temperature: min-form with T > 0: PURE's softmin weights
+        softmax(−r/T)·r instead of the exact minimum (T = 0).
+      process_gate: outcome-gated process rewards: step rewards count only in completions
+        whose final answer the verifier accepts.
     """
     num_prompts: int
     advantage: str = "grpo"
@@ -93,6 +104,10 @@ class RLConfig:
     overlong_buffer: int = 0
     overlong_penalty: float = 1.0
     tis_cap: float = 0.0
+    process_weight: float = 0.0
+    process_form: str = "sum"
+    process_temperature: float = 0.0
+    process_gate: bool = False
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
@@ -120,6 +135,11 @@ class RLConfig:
         return self.advantage in TOKEN_ADVANTAGES
 
     @property
+    def process(self) -> bool:
+        """Process (step) rewards from the host step checkers enter the update."""
+        return self.process_weight > 0
+
+    @property
     def adaptive_kl(self) -> bool:
         """β adapts (`TrainState.kl_coef` holds it)."""
         return self.kl_target > 0
@@ -128,7 +148,7 @@ class RLConfig:
 def _check_choices(rl: RLConfig) -> None:
     for name, known in (("advantage", ADVANTAGES), ("policy_loss", POLICY_LOSSES),
                         ("aggregation", losses.MODES), ("kl_kind", losses.KINDS),
-                        ("gpg_alpha", GPG_ALPHAS)):
+                        ("gpg_alpha", GPG_ALPHAS), ("process_form", PROCESS_FORMS)):
         if getattr(rl, name) not in known:
             raise ValueError(f"{name} must be one of {known}, got {getattr(rl, name)!r}")
 
@@ -142,6 +162,12 @@ def _check_ranges(rl: RLConfig) -> None:
     for name in ("gamma", "lam"):
         if not 0.0 <= getattr(rl, name) <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {getattr(rl, name)}")
+    for name in ("process_weight", "process_temperature"):
+        if getattr(rl, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
+    if rl.process_weight > 0 and rl.policy_loss == "gspo":
+        raise ValueError("process_weight > 0 gives per-token advantages, which "
+                         "policy_loss='gspo' (one advantage per sequence) cannot take")
     if rl.value_clip < 0:
         raise ValueError(f"value_clip must be > 0 (or 0: off), got {rl.value_clip}")
     if rl.kl_target < 0:

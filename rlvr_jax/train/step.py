@@ -5,7 +5,7 @@ advantages → optimise.
 verifiers (math-verify, code sandboxes) `make_host_rl_step` runs the split path:
 `make_sample_fn` → score on the host → `make_update_fn`; it runs the same `update` with the
 same keys (`step_keys`). Rewards are scored and shaped in `rlvr_jax.scoring` on both paths.
-`make_sft_step` is the supervised warm-up step. The data between the update's stages is
+`make_sft_step` (train/sft.py, re-exported) is the supervised warm-up step. The data between the update's stages is
 typed (`train/experience.py`); the algorithm's functions are resolved once from the
 `RLConfig` (`train/algorithms.py`); the per-micro-batch losses live in `train/objective.py`
 and the rollout statistics in `train/metrics.py`.
@@ -22,13 +22,14 @@ import optax
 
 from rlvr_jax import advantages as adv_lib
 from rlvr_jax import losses, sampling, scoring
-from rlvr_jax.models import ModelConfig, sequence_logprobs
+from rlvr_jax.models import ModelConfig
 from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
 from rlvr_jax.train import objective
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
 from rlvr_jax.train.rl_config import RLConfig  # noqa: F401  (re-exported)
+from rlvr_jax.train.sft import make_sft_step  # noqa: F401  (re-exported)
 from rlvr_jax.train.state import TrainState
 
 Batch = Dict[str, jax.Array]
@@ -50,20 +51,21 @@ def step_keys(rng: jax.Array) -> Tuple[jax.Array, jax.Array, jax.Array]:
 # ----------------------------------------------------------------------------- update stages
 
 def select_update_groups(rollout: sampling.Rollout, rewards: jax.Array, num_samples: int,
-                         rl: RLConfig) -> Tuple[Groups, Metrics]:
+                         rl: RLConfig, steps: Optional[scoring.StepRewards] = None
+                         ) -> Tuple[Groups, Metrics]:
     """The P groups that enter the update (dynamic sampling keeps informative ones first).
 
     Args:
       rollout: B' = P'·G sequences, G = num_samples consecutive rows per prompt.
-      rewards: [B'] float32.
+      rewards: [B'] float32; steps: the process rewards [B', N] of the rollout, or None.
 
     Returns:
-      (Groups of B = P·G rows, rewards [P, G], valid [P]; metrics).
+      (Groups of B = P·G rows, rewards [P, G], valid [P] (and their steps); metrics).
     """
     r = rewards.reshape(-1, num_samples)
     if r.shape[0] == rl.num_prompts and not rl.dynamic_sampling:
         keep = jnp.ones((r.shape[0],), bool)
-        return Groups(rollout, r, keep), {
+        return Groups(rollout, r, keep, steps), {
             "rollout/kept_group_fraction": jnp.ones((), jnp.float32)}
     if not rl.dynamic_sampling:
         raise ValueError(f"batch has {r.shape[0]} prompts but num_prompts={rl.num_prompts} "
@@ -77,7 +79,8 @@ def select_update_groups(rollout: sampling.Rollout, rewards: jax.Array, num_samp
                "rollout/sampled_zero_variance_fraction": 1.0 - kept,
                "rollout/all_correct_fraction": jnp.mean(
                    (jnp.min(r, axis=1) > 0.5).astype(jnp.float32))}
-    return Groups(take_rows(rollout, rows), jnp.take(r, groups, axis=0), valid), metrics
+    return Groups(take_rows(rollout, rows), jnp.take(r, groups, axis=0), valid,
+                  None if steps is None else take_rows(steps, rows)), metrics
 
 
 def _map_microbatches(fn, data, num: int):
@@ -141,14 +144,24 @@ def kl_in_reward(groups: Groups, exp: Experience, current: jax.Array, kl_coef, *
 def advantages_stage(groups: Groups, exp: Experience, *, algo: Algorithm,
                      kl_tok: Optional[jax.Array] = None, kl_coef=0.0
                      ) -> Tuple[Experience, Metrics]:
-    """Advantages ([B] or [B, N]) and GAE returns into the experience, with their metrics."""
+    """Advantages ([B] or [B, N]) and GAE returns into the experience, with their metrics;
+    process rewards (`groups.steps`) enter as token rewards or a process advantage."""
+    steps = groups.steps
     if algo.token_advantages is None:
         a = algo.group_advantages(groups.rewards, groups.valid).reshape(-1)
-        return exp.replace(advantages=a), advantage_metrics(a, exp.row_valid)
-    a, returns = algo.token_advantages(
-        groups.rewards, exp.mask, groups.valid,
-        kl=kl_tok if algo.kl_reward_per_token else None, kl_coef=kl_coef,
-        old_values=exp.old_values)
+        if steps is None:
+            return exp.replace(advantages=a), advantage_metrics(a, exp.row_valid)
+        returns = None
+    else:
+        extra = {} if steps is None or algo.process_rewards is None else {
+            "process_rewards": algo.process_rewards(steps.values, steps.ends, exp.mask)}
+        a, returns = algo.token_advantages(
+            groups.rewards, exp.mask, groups.valid,
+            kl=kl_tok if algo.kl_reward_per_token else None, kl_coef=kl_coef,
+            old_values=exp.old_values, **extra)
+    if steps is not None and algo.process_advantages is not None:  # Outcome + process mix.
+        a = adv_lib.broadcast_to_tokens(a, exp.mask) if a.ndim == 1 else a
+        a = a + algo.process_advantages(steps.values, steps.ends, exp.mask, groups.valid)
     return exp.replace(advantages=a, returns=returns), advantage_metrics(a, exp.mask)
 
 
@@ -238,8 +251,8 @@ def _check_update_inputs(state: TrainState, rl: RLConfig, num_rows: int, value_t
 def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng: jax.Array, *,
            num_samples: int, model_config: ModelConfig, rl: RLConfig,
            tx: optax.GradientTransformation, temperature: float,
-           value_tx: Optional[optax.GradientTransformation] = None
-           ) -> Tuple[TrainState, Metrics]:
+           value_tx: Optional[optax.GradientTransformation] = None,
+           steps: Optional[scoring.StepRewards] = None) -> Tuple[TrainState, Metrics]:
     """Everything after scoring: groups → log-probs (→ values) → advantages → optimise.
 
     Args:
@@ -251,12 +264,16 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
       num_samples: G.
       temperature: the sampling temperature (log-probs are of logits / T).
       value_tx: the value model's optimizer (gae only).
+      steps: process rewards [B', N] (`scoring.StepRewards`; rl.process_weight > 0).
 
     Returns:
       (new state, flat metrics dict of scalars).
     """
     algo = resolve(rl)
-    groups, metrics = select_update_groups(rollout, rewards, num_samples, rl)
+    if rl.process and steps is None:
+        raise ValueError("rl.process_weight > 0 needs the process rewards (steps=)")
+    groups, metrics = select_update_groups(rollout, rewards, num_samples, rl,
+                                           steps if rl.process else None)
     _check_update_inputs(state, rl, groups.rollout.tokens.shape[0], value_tx)
     exp, current = score_experience(state, experience_from(groups), rl=rl,
                                     model_config=model_config, temperature=temperature)
@@ -324,21 +341,22 @@ def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
 def make_update_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                    rl: RLConfig, tx: optax.GradientTransformation, *,
                    value_tx: Optional[optax.GradientTransformation] = None):
-    """Jitted `(state, rollout, rewards[B'], rng=None) -> (state, metrics)` for the split path.
+    """Jitted `(state, rollout, rewards[B'], rng=None, steps=None) -> (state, metrics)` for
+    the split path.
 
     rng: the update's key (`step_keys`; then `state.rng` is left as given); without it
-    the key is split off `state.rng`.
+    the key is split off `state.rng`. steps: process rewards (`scoring.StepRewards`).
     value_tx: the value model's optimizer (advantage="gae" only).
     """
     @functools.partial(jax.jit, donate_argnums=(0,))
-    def update_fn(state, rollout, rewards, rng=None):
+    def update_fn(state, rollout, rewards, rng=None, steps=None):
         if rng is None:  # Without a key from `step_keys`, split one off the state's.
             state_rng, rng = jax.random.split(state.rng)
             state = state.replace(rng=state_rng)
         return update(state, rollout, rewards, rng,
                       num_samples=sampling_config.num_samples, model_config=model_config,
                       rl=rl, tx=tx, temperature=sampling_config.temperature,
-                      value_tx=value_tx)
+                      value_tx=value_tx, steps=steps)
     return update_fn
 
 
@@ -398,7 +416,8 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
                       rl: RLConfig, tx: optax.GradientTransformation, verify: Callable,
                       tokenizer, *, value_tx: Optional[optax.GradientTransformation] = None,
                       decode_shardings=None, shapers=(),
-                      reward_model: Optional[scoring.RewardModel] = None):
+                      reward_model: Optional[scoring.RewardModel] = None,
+                      text_scoring: Optional[Callable] = None):
     """`make_rl_step`'s twin for host verifiers: sample (jitted) → decode and score on the
     host (`scoring.score_on_host`) → update (jitted), with the same keys (`step_keys`).
 
@@ -411,6 +430,8 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
       reward_model: a reward model (`scoring.RewardModel`, parameters in
         `state.reward_params`) scored on device by a jitted call between sampling and the
         host scoring; its weighted score is added after `shapers` (`reward_model_shaper`).
+      text_scoring: `scoring.host_text_scoring`'s fn(texts, examples, rollout) -> (shapers
+        applied first, process rewards for the update, metrics), or None.
 
     Returns:
       step(state, batch, examples) -> (state, metrics, {"tokens" [B', N], "mask" [B', N],
@@ -426,12 +447,15 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout = sample_fn(state.params, batch, sample_rng)
         texts = scoring.decode_completions(tokenizer, rollout.tokens, rollout.mask)
+        exs = [ex for ex in examples for _ in range(g)]
+        first, steps, text_metrics = (text_scoring or (lambda *_: ((), None, {})))(
+            texts, exs, rollout)
         rewards, reward_metrics, correct = scoring.score_rows_on_host(
-            rollout, texts, [ex for ex in examples for _ in range(g)], verify=verify, rl=rl,
+            rollout, texts, exs, verify=verify, rl=rl,
             max_new_tokens=sampling_config.max_new_tokens,
-            shapers=tuple(shapers) + rm_shaper(state, rollout))
-        state, metrics = update_fn(state.replace(rng=rng), rollout, rewards, update_rng)
-        metrics.update(reward_metrics)
+            shapers=tuple(first) + tuple(shapers) + rm_shaper(state, rollout))
+        state, metrics = update_fn(state.replace(rng=rng), rollout, rewards, update_rng, steps)
+        metrics.update(reward_metrics, **text_metrics)
         return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
                                 "rewards": rewards, "correct": correct}
     return host_rl_step
@@ -457,26 +481,3 @@ def _reward_params(state: TrainState):
         raise ValueError("reward_model needs its parameters in state.reward_params "
                          "(create_train_state(..., reward_params=...))")
     return state.reward_params
-
-
-def make_sft_step(model_config: ModelConfig, tx: optax.GradientTransformation, *,
-                  chunk_size: int = 128):
-    """Jitted supervised step: token-mean NLL of the target tokens.
-
-    batch = {"tokens" [B, T], "attention" [B, T], "loss_mask" [B, T]} where
-    loss_mask marks the tokens to predict (the worked solution and its EOS).
-    """
-    def loss_fn(params, batch):
-        logp, _ = sequence_logprobs(params, batch["tokens"], batch["attention"],
-                                    config=model_config, chunk_size=chunk_size)
-        m = batch["loss_mask"].astype(jnp.float32)
-        return -jnp.sum(logp * m) / jnp.maximum(jnp.sum(m), 1.0)
-
-    @functools.partial(jax.jit, donate_argnums=(0,))
-    def sft_step(state: TrainState, batch: Batch):
-        loss, grads = jax.value_and_grad(loss_fn)(state.params, batch)
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        metrics = {"sft/loss": loss, "sft/grad_norm": optax.tree.norm(grads)}
-        return state.replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
-    return sft_step

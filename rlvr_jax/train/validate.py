@@ -184,6 +184,9 @@ def _check_reward(config) -> None:
     if verifier in ("token", "task") and config.data.source != "task":
         _fail("reward.verifier", f"{verifier!r} needs data.source=task (file data has no task "
               "to verify against); use \"math\", \"math_verify\" or \"auto\"")
+    if config.rl.process_weight > 0 and config.data.source != "task":
+        _fail("rl.process_weight", "process rewards need a task's step checkers "
+              "(data.source=task); file data has none")
 
 
 def _check_sampling(config) -> None:

@@ -1,0 +1,112 @@
+"""Label-free reward components: no reference answer is read.
+
+    config.reward.components = "majority"          # TTRL: agree with your group's majority
+    config.reward.components = "self_certainty"    # the policy's confidence in its answer
+
+- **majority** (TTRL, Zuo et al. 2025): the G completions of a prompt vote with their final
+  answers, normalised by the verifier's own extraction (`Verifier.answer_key`: the task's
+  canonical answer, or the math verifier's normalised boxed / final answer); a completion
+  scores 1 when its answer is the group's most common one (ties: the first seen), 0 otherwise
+  or without an answer (`rewards.majority_vote_rewards`). Logged: `reward/majority` and
+  `reward/majority_share` (the majority's mean share of its group).
+- **self_certainty**: `exp(mean_{t ∈ answer span} log π_old(y_t))`, the geometric-mean
+  probability the sampling policy gave the tokens of the final answer (0 without an answer
+  or with a blank one: measured, a policy learns to end with ``"#### "`` otherwise). The span starts after the last answer marker (`####`, `<answer>`, `\\boxed{`, else
+  the whole completion); the log-probs are the sampler's (of logits / temperature).
+  Self-certainty as KL(U‖π) over the full vocabulary (Zhao et al. 2025, "Learning to Reason
+  without External Rewards") needs the logits and is not offered.
+
+Both are shapers bound per step on the host (`label_free_shapers`), added to the verdicts
+before the other shapers; the verifier still decides `reward/correct` (the true accuracy,
+where the data has answers).
+"""
+import functools
+import operator
+from typing import Callable, Dict, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlvr_jax.rewards.consensus import majority_vote_rewards
+from rlvr_jax.scoring.spans import completion_ids, token_of_offsets
+
+Metrics = Dict[str, jax.Array]
+ANSWER_MARKERS = ("####", "<answer>", "\\boxed{")
+
+
+def majority(texts: Sequence[str], answer_key: Callable, num_samples: int
+             ) -> Tuple[np.ndarray, Dict[str, float]]:
+    """(rewards float32 [B], metrics): 1 where a completion's answer (`answer_key(text)`, None:
+    no answer) is its group's majority; groups are G = num_samples consecutive texts."""
+    keys = []
+    for text in texts:
+        try:
+            keys.append(answer_key(text))
+        except Exception:  # noqa: BLE001 - an unreadable answer does not vote
+            keys.append(None)
+    groups = [keys[i:i + num_samples] for i in range(0, len(keys), num_samples)]
+    rewards, info = majority_vote_rewards(groups, equivalent=operator.eq)
+    return rewards.reshape(-1), {"reward/majority_share": float(np.mean(info["share"]))}
+
+
+def answer_start(text: str) -> int:
+    """The offset where the final answer begins: after the last answer marker, else 0."""
+    best = -1
+    for marker in ANSWER_MARKERS:
+        i = text.rfind(marker)
+        if i >= 0:
+            best = max(best, i + len(marker))
+    return max(best, 0)
+
+
+def answer_span_mask(texts: Sequence[str], tokens, mask, tokenizer) -> np.ndarray:
+    """[B, N] bool: the completion tokens that hold characters of the final answer (from
+    `answer_start` to the end of the text, surrounding whitespace left out); all False for a
+    blank answer (`"13 #### "` would otherwise be rewarded for a confident space)."""
+    tokens, mask = np.asarray(tokens), np.asarray(mask)
+    out = np.zeros(tokens.shape, bool)
+    for b, text in enumerate(texts):
+        start, end = answer_start(text), len(text.rstrip())
+        start += len(text[start:]) - len(text[start:].lstrip())  # Skip the blanks before it.
+        ids = completion_ids(tokens[b], mask[b])
+        if start >= end or not ids:  # A blank answer holds no certainty (a hack otherwise).
+            continue
+        first, last = token_of_offsets(tokenizer, ids, [start + 1, end])
+        out[b, first:last + 1] = True
+    return out
+
+
+def self_certainty(logprobs, span) -> jax.Array:
+    """[B] `exp(Σ_t m·logp / Σ_t m)` over the span mask m [B, N]; 0 where m is empty."""
+    m = jnp.asarray(span, jnp.float32)
+    n = jnp.sum(m, axis=1)
+    mean = jnp.sum(jnp.asarray(logprobs, jnp.float32) * m, axis=1) / jnp.maximum(n, 1.0)
+    return jnp.where(n > 0, jnp.exp(mean), 0.0)
+
+
+def add_term(rewards: jax.Array, rollout, *, name: str, scores, weight: float,
+             metrics: Metrics) -> Tuple[jax.Array, Metrics]:
+    """The shaper `rewards + weight · scores`, logging `reward/<name>` and `metrics`."""
+    del rollout
+    scores = jnp.asarray(scores, jnp.float32)
+    out = {f"reward/{name}": jnp.mean(scores)}
+    out.update({k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()})
+    return rewards + weight * scores, out
+
+
+def label_free_shapers(terms: Sequence[Tuple[str, float]], texts: Sequence[str], rollout, *,
+                       answer_key: Callable, tokenizer, num_samples: int) -> tuple:
+    """The shapers adding each label-free term (name, weight) of this rollout's texts."""
+    shapers = []
+    for name, weight in terms:
+        if name == "majority":
+            scores, metrics = majority(texts, answer_key, num_samples)
+        elif name == "self_certainty":
+            span = answer_span_mask(texts, rollout.tokens, rollout.mask, tokenizer)
+            scores, metrics = self_certainty(rollout.logprobs, span), {}
+        else:
+            raise ValueError(f"unknown label-free component {name!r}")
+        shapers.append(functools.partial(add_term, name=name, scores=scores, weight=weight,
+                                         metrics=metrics))
+    return tuple(shapers)

@@ -1,0 +1,102 @@
+"""A noisy verifier, and its backward correction, as reward shapers (both paths, jittable).
+
+    config.reward.noise_fn_rate = 0.2     # p1: a correct completion scores 0 (false negative)
+    config.reward.noise_fp_rate = 0.1     # p0: a wrong completion scores 1 (false positive)
+    config.reward.noise_seed = 0
+    config.reward.correction_fn_rate = 0.2   # backward correction with these rates (0, 0: off)
+    config.reward.correction_fp_rate = 0.1
+
+`noisy` wraps the verifier's verdict: with c = 1[r ≥ 1] (the correctness of
+`scoring.is_correct`) and u ~ U[0, 1) per completion,
+
+    r̂ = r − c·1[u < p1] + (1 − c)·1[u < p0]
+
+so a binary verdict flips (1 → 0 with p1, 0 → 1 with p0) and a weighted sum of components
+loses or gains exactly its correctness unit. p1 = 1 − γ, p0 = γ gives rewards that are
+Bernoulli(γ) whatever the completion (the "spurious rewards" control; γ = 0.5: p1 = p0 = 0.5).
+The flips are logged as counts (`reward/noise_false_negatives`, `reward/noise_false_positives`);
+`reward/correct` still counts the true verdicts (metrics are taken before shaping).
+
+Seeded: u is drawn from `PRNGKey(seed)` folded with a hash of the rollout's prompt and
+completion tokens, so the same rollout gets the same flips on the one-program and the split
+path, in a rerun, and after a resume; different rollouts get independent draws.
+
+`backward_corrected` is `rewards.noise_corrected_reward` (r̂ − ρ1) / (1 − ρ0 − ρ1), unbiased
+for the true binary reward when the verifier's false-negative rate is ρ0 and false-positive
+rate ρ1 (rewards/noise.py). It runs after `noisy` when both are configured.
+"""
+import functools
+from typing import Dict, Tuple
+
+import jax
+import jax.numpy as jnp
+
+from rlvr_jax.rewards.noise import noise_corrected_reward
+
+Metrics = Dict[str, jax.Array]
+
+FIELDS = ("noise_fn_rate", "noise_fp_rate", "correction_fn_rate", "correction_fp_rate")
+
+
+def rollout_key(seed: int, rollout) -> jax.Array:
+    """A PRNG key from `seed` and a uint32 hash of the rollout's prompt and completion
+    tokens (position-weighted, so a permutation of the rows changes it)."""
+    def fold(x):
+        x = jnp.asarray(x).astype(jnp.uint32).reshape(-1)
+        w = jnp.arange(1, x.shape[0] + 1, dtype=jnp.uint32) * jnp.uint32(2654435761)
+        return jnp.sum((x + jnp.uint32(1)) * w, dtype=jnp.uint32)
+    key = jax.random.PRNGKey(seed)
+    key = jax.random.fold_in(key, fold(rollout.prompt_tokens))
+    return jax.random.fold_in(key, fold(rollout.tokens))
+
+
+def noisy(rewards: jax.Array, rollout, *, fn_rate: float, fp_rate: float, seed: int
+          ) -> Tuple[jax.Array, Metrics]:
+    """(r̂ [B], metrics): rewards [B] with injected false negatives (rate `fn_rate`, p1)
+    and false positives (rate `fp_rate`, p0); see the module docstring."""
+    r = jnp.asarray(rewards, jnp.float32)
+    u = jax.random.uniform(rollout_key(seed, rollout), r.shape)
+    correct = r >= 1.0
+    false_neg = correct & (u < fn_rate)
+    false_pos = ~correct & (u < fp_rate)
+    out = r - false_neg.astype(jnp.float32) + false_pos.astype(jnp.float32)
+    n_neg, n_pos = jnp.sum(false_neg, dtype=jnp.float32), jnp.sum(false_pos, dtype=jnp.float32)
+    return out, {"reward/noise_false_negatives": n_neg, "reward/noise_false_positives": n_pos,
+                 "reward/noise_flip_fraction": (n_neg + n_pos) / r.shape[0]}
+
+
+def backward_corrected(rewards: jax.Array, rollout, *, fn_rate: float, fp_rate: float
+                       ) -> Tuple[jax.Array, Metrics]:
+    """(r̃ [B], metrics): `rewards.noise_corrected_reward` of the (noisy) rewards."""
+    del rollout
+    out = noise_corrected_reward(jnp.asarray(rewards, jnp.float32), fn_rate=fn_rate,
+                                 fp_rate=fp_rate)
+    return out, {"reward/corrected_mean": jnp.mean(out)}
+
+
+def check_noise_config(reward) -> None:
+    """Raises ValueError naming the field for rates outside [0, 1], or correction rates
+    whose sum is >= 1 (an uninformative verifier)."""
+    for name in FIELDS:
+        value = reward.get(name, 0.0)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"reward.{name}: must be in [0, 1], got {value}")
+    fn, fp = reward.get("correction_fn_rate", 0.0), reward.get("correction_fp_rate", 0.0)
+    if fn + fp >= 1.0:
+        raise ValueError(f"reward.correction_fn_rate: with reward.correction_fp_rate the sum "
+                         f"must be < 1 (the verifier is uninformative), got {fn} + {fp}")
+
+
+def noise_shapers(reward) -> tuple:
+    """The shapers `config.reward` asks for, in order: `noisy` (a rate > 0), then
+    `backward_corrected` (a correction rate > 0); () when none."""
+    check_noise_config(reward)
+    out = []
+    p1, p0 = reward.get("noise_fn_rate", 0.0), reward.get("noise_fp_rate", 0.0)
+    if p1 > 0 or p0 > 0:
+        out.append(functools.partial(noisy, fn_rate=float(p1), fp_rate=float(p0),
+                                     seed=int(reward.get("noise_seed", 0))))
+    q1, q0 = reward.get("correction_fn_rate", 0.0), reward.get("correction_fp_rate", 0.0)
+    if q1 > 0 or q0 > 0:
+        out.append(functools.partial(backward_corrected, fn_rate=float(q1), fp_rate=float(q0)))
+    return tuple(out)
