@@ -5,10 +5,10 @@ advantages → optimise.
 verifiers (math-verify, code sandboxes) `make_host_rl_step` runs the split path:
 `make_sample_fn` → score on the host → `make_update_fn`; it runs the same `update` with the
 same keys (`step_keys`). Rewards are scored and shaped in `rlvr_jax.scoring` on both paths.
-`make_sft_step` (train/sft.py, re-exported) is the supervised warm-up step. The data between the update's stages is
-typed (`train/experience.py`); the algorithm's functions are resolved once from the
-`RLConfig` (`train/algorithms.py`); the per-micro-batch losses live in `train/objective.py`
-and the rollout statistics in `train/metrics.py`.
+`make_sft_step` (train/sft.py, re-exported) is the supervised warm-up step. The data
+between the update's stages is typed (`train/experience.py`); the algorithm's functions are
+resolved once from the `RLConfig` (`train/algorithms.py`); the per-micro-batch losses live
+in `train/objective.py` and the rollout statistics in `train/metrics.py`.
 
 Shapes: P' prompts in a batch (P' = P · oversample with dynamic sampling), P groups that
 enter the update, G samples per prompt, B = P·G sequences, Tp prompt tokens, N new tokens.
