@@ -135,10 +135,10 @@ def _strict_constant(name):
 
 
 def read_lines(text: str, count: int, key: str) -> tuple[dict, dict]:
-    """Parses the sandbox's result lines: ({index: (payload,)} for the first report of each
-    index < count carrying ``key``, {"done": bool, "loaded": bool (the program ran; assert
+    """Parses the sandbox's result lines: ({index: (payload, exit)} for each index < count whose
+    first report carries ``key``, {"done": bool, "loaded": bool (the program ran; assert
     mode), "program_error": str | None})."""
-    values, meta = {}, {"done": False, "loaded": False, "program_error": None}
+    values, seen, meta = {}, set(), {"done": False, "loaded": False, "program_error": None}
     for line in text.splitlines():
         try:
             obj = json.loads(line, parse_constant=_strict_constant)
@@ -152,8 +152,10 @@ def read_lines(text: str, count: int, key: str) -> tuple[dict, dict]:
         if isinstance(obj.get("program_error"), str) and meta["program_error"] is None:
             meta["program_error"] = obj["program_error"][:100]
         i = obj.get("i")
-        if type(i) is int and 0 <= i < count and i not in values and key in obj:
-            values[i] = (obj[key], obj.get("exit"))
+        if type(i) is int and 0 <= i < count and i not in seen:
+            seen.add(i)  # The first report of an index counts, value or error.
+            if key in obj:
+                values[i] = (obj[key], obj.get("exit"))
     return values, meta
 
 
