@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import atexit
 import json
+import multiprocessing.util
 import os
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -145,6 +147,8 @@ def session(python: str, uid: int, gid: int, require_isolation: bool) -> Session
             if os.geteuid() == 0:
                 os.chown(workdir, uid, gid)
             s = _SESSIONS[key] = Session(python, uid, gid, workdir, require_isolation)
+            # Pool workers leave through multiprocessing's exit, which skips atexit.
+            multiprocessing.util.Finalize(s, shutil.rmtree, args=(workdir, True), exitpriority=0)
         return s
 
 
@@ -156,7 +160,6 @@ def lock():
 @atexit.register
 def close_all():
     """Stops this process's sessions."""
-    import shutil
     for s in list(_SESSIONS.values()):
         if s.pid_owner == os.getpid():
             s.close()
