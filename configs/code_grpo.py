@@ -15,17 +15,17 @@ from rlvr_jax.train.config import default_config
 def get_config():
     config = default_config(algorithm="grpo")
     config.data.task = "synthesis"
-    config.data.task_kwargs = dict(max_slope=9, max_intercept=30, shown=2, num_tests=4,
+    config.data.task_kwargs = dict(max_slope=9, max_intercept=99, shown=2, num_tests=4,
                                    max_test_input=99, style="steps", test_fraction=0.2,
                                    answer_format="marker")
-    config.data.max_prompt_len = 20   # "f(0)=30 f(1)=39:" plus BOS: at most 17 tokens.
-    config.sampling.max_new_tokens = 28  # "b=30 a=39-30=9 #### x*9+30" + EOS: <= 24.
+    config.data.max_prompt_len = 20   # "f(0)=99 f(1)=108:" plus BOS: at most 18 tokens.
+    config.sampling.max_new_tokens = 28  # "b=99 a=108-99=9 #### x*9+99" + EOS: <= 25.
     config.reward.components = "code"  # The sandboxed code reward (rewards.code).
     config.reward.num_workers = 2
-    config.sft.steps = 400
+    config.sft.steps = 600
     config.sft.batch_size = 64
-    config.rl.steps = 250
-    config.rl.learning_rate = 1.5e-4
+    config.rl.steps = 400
+    config.rl.learning_rate = 1e-4
     config.rl.kl_coef = 0.0           # No reference model: faster on CPU.
     config.rl.num_prompts = 16
     config.rl.num_samples = 8
