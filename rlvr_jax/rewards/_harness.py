@@ -12,7 +12,8 @@ The program shares this process, so it can read or rewrite anything here (frames
 result file, ``json``); all it can forge is values for the inputs it was shown, which is
 no more than a program that computes them. One JSON line per event on fd 3:
 ``{"i": k, "value": v}`` or ``{"i": k, "error": name}`` (assert), ``{"i": k, "out": text,
-"exit": code}`` (io), ``{"program_error": name}`` or ``{"loaded": true}`` once the program ran (assert), and ``{"done": true}`` at the end.
+"exit": code}`` (io), ``{"program_error": name}`` or ``{"loaded": true}`` once the
+program ran (assert), and ``{"done": true}`` at the end.
 """
 import io
 import json

@@ -159,7 +159,8 @@ def find_sandbox_python(config: SandboxConfig = SandboxConfig()) -> str:
 def _check_tests(tests, mode):
     if not tests:
         raise ValueError("tests must be a non-empty list")
-    if mode == "io" and not all(isinstance(t, dict) and "input" in t and "output" in t for t in tests):
+    if mode == "io" and not all(isinstance(t, dict) and "input" in t and "output" in t
+                                for t in tests):
         raise ValueError("mode='io' needs tests as dicts with 'input' and 'output'")
     if mode == "assert" and not all(isinstance(t, str) for t in tests):
         raise ValueError("mode='assert' needs tests as Python source strings")
@@ -167,7 +168,8 @@ def _check_tests(tests, mode):
 
 def _prepare(program, tests, mode, config):
     """(job for the sandbox, how to judge its reply) of one program; expectations stay here."""
-    limits = {"memory_mb": config.memory_mb, "cpu_s": config.cpu_s or math.ceil(config.timeout_s) + 1,
+    limits = {"memory_mb": config.memory_mb,
+              "cpu_s": config.cpu_s or math.ceil(config.timeout_s) + 1,
               "output_bytes": config.output_bytes, "open_files": config.open_files,
               "processes": config.processes}
     job = {"mode": mode, "program": program, "timeout_s": config.timeout_s,
