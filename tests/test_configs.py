@@ -5,7 +5,7 @@ and call `get_config()`. The run goes through `rlvr_jax.train.loop.run` with the
 overridden small (`SMALL`); compile time dominates, so each config runs once per session
 (`_run`) and the tests read its metrics.jsonl.
 
-The task configs scored on the host (`BUILD_ONLY`: countdown, sorting, format_arithmetic)
+The task configs scored on the host (`BUILD_ONLY`: code, countdown, sorting, format_arithmetic)
 have their own shapes, so a run would compile new programs: they are loaded, validated and
 built, and their own worked solutions must earn full reward from the run's host scoring (in
 its process pool; no compilation). The split path's step with weighted components in a pool
@@ -41,7 +41,7 @@ SMALL = {
 }
 
 # Built and scored on the host, not run (see the module docstring).
-BUILD_ONLY = ("countdown_grpo", "format_arithmetic", "sorting_grpo")
+BUILD_ONLY = ("code_grpo", "countdown_grpo", "format_arithmetic", "sorting_grpo")
 # Need a trained reward model (scripts/train_reward_model.py): validated and built with a
 # tiny exported one instead of run (test_reward_model_config_validates_and_builds).
 REWARD_MODEL = ("reward_model_arithmetic",)

@@ -4,7 +4,8 @@ Host verifiers map ``(completion: str, reference) -> float`` (or a dict with nam
 components) and run batched in a :class:`RewardPool`; array helpers (overlong
 penalty, combination) work on ``[B]`` arrays, the overlong penalty also inside jit.
 """
-from rlvr_jax.rewards.code import SandboxConfig, SandboxResult, code_reward, extract_code, run_tests
+from rlvr_jax.rewards.code import (SandboxConfig, SandboxResult, code_reward, code_rewards,
+                                   extract_code, run_tests, run_tests_batch)
 from rlvr_jax.rewards.combine import CombinedReward, RewardTerm, combine_components, reward_metrics
 from rlvr_jax.rewards.consensus import majority_vote_from_completions, majority_vote_rewards
 from rlvr_jax.rewards.format import extract_tag, format_reward
@@ -16,7 +17,8 @@ from rlvr_jax.rewards.noise import noise_corrected_reward
 from rlvr_jax.rewards.pool import RewardPool
 
 __all__ = [
-    "SandboxConfig", "SandboxResult", "code_reward", "extract_code", "run_tests",
+    "SandboxConfig", "SandboxResult", "code_reward", "code_rewards", "extract_code", "run_tests",
+    "run_tests_batch",
     "CombinedReward", "RewardTerm", "combine_components", "reward_metrics",
     "majority_vote_from_completions", "majority_vote_rewards",
     "extract_tag", "format_reward",

@@ -1,16 +1,32 @@
-"""Code rewards: run a Python completion against test cases in a sandboxed process.
+"""Code rewards: run Python completions against tests in a sandbox, judge outside it.
+
+**Verdicts are computed outside the process that runs untrusted code.** In ``assert`` mode
+each test is parsed here (``_verdict.py``); only the non-literal operands of its
+comparisons (``f(3)`` of ``assert f(3) == 18``) are evaluated inside the sandbox and come
+back as plain JSON; the comparison with the literal (``18``, which never enters the
+sandbox) happens here. A value that is not plain JSON fails its test. In ``io`` mode the
+sandbox returns each case's stdout and the comparison with the expected output happens
+here. Frame walking, patched builtins or ``__eq__``, always-equal objects, ``os._exit``,
+printed or forged result lines can therefore only supply values for inputs the program
+was shown — never a pass it did not compute.
+
+**Throughput.** One sandbox server per process (``_sandbox.py``, started on first use and
+reused) forks a fresh namespaced process per program; a batch (:func:`run_tests_batch`,
+:func:`code_rewards`) runs ``parallel`` programs at once and identical programs once.
+:func:`code_reward` / :func:`code_rewards` also remember the results of programs that
+finished (``status == "ok"``) in a per-process LRU cache, so the same program on the same
+tests is run once per process.
 
 Containment (see docs/verifiers.md for what each layer stops):
 
-* a separate process in its own session / process group, killed with ``SIGKILL`` at the
-  end whatever happened, and a wall-clock timeout;
+* per program: new PID, mount and IPC namespaces (every process the program starts dies
+  with it), a fresh size-limited tmpfs working directory (other world-writable directories
+  covered read-only), its own session, ``SIGKILL`` at the per-program wall-clock timeout;
 * ``resource.setrlimit``: address space, CPU seconds, file size (bounds output floods),
   open files, number of processes (bounds fork bombs), no core dumps;
-* as root: new network namespace (no interfaces but a down loopback), new mount
-  namespace (a fresh size-limited tmpfs working directory; other world-writable
-  directories covered read-only), new PID namespace (every process the program starts
-  dies with it) and a drop to an unprivileged user (``nobody``) running the system
-  interpreter, because limits such as ``RLIMIT_NPROC`` do not bind root;
+* as root: a new network namespace (no interfaces but a down loopback) and a drop to an
+  unprivileged user (``nobody``) running the system interpreter, because limits such as
+  ``RLIMIT_NPROC`` do not bind root;
 * a minimal environment (``PATH``, ``HOME``, ``LANG``): no inherited secrets.
 
 What the kernel refuses is reported in :attr:`SandboxResult.isolation`; set
@@ -18,32 +34,32 @@ What the kernel refuses is reported in :attr:`SandboxResult.isolation`; set
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
 import os
 import pwd
 import re
-import secrets
 import shutil
-import signal
 import stat
-import subprocess
 import sys
-import tempfile
 import time
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_JAIL = os.path.join(_HERE, "_jail.py")
+import numpy as np
+
+from rlvr_jax.rewards import _sandbox, _verdict
+
 _SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
+CACHE_SIZE = 4096
 
 
 @dataclasses.dataclass(frozen=True)
 class SandboxConfig:
-    """Limits of one sandboxed run.
+    """Limits of one sandboxed program.
 
     Attributes:
-      timeout_s: wall-clock limit of the whole run (all tests).
+      timeout_s: wall-clock limit of one program (all its tests), from its fork.
       memory_mb: address-space limit (RLIMIT_AS) of each sandboxed process.
       cpu_s: CPU-seconds limit; default ``ceil(timeout_s) + 1``.
       processes: RLIMIT_NPROC for the unprivileged user (counts all its processes).
@@ -56,7 +72,7 @@ class SandboxConfig:
       require_isolation: raise RuntimeError (without running the program) when a namespace
         or the user drop could not be set up.
     """
-    timeout_s: float = 5.0
+    timeout_s: float = 1.0
     memory_mb: int = 512
     cpu_s: int | None = None
     processes: int = 32
@@ -77,9 +93,10 @@ class SandboxConfig:
 class SandboxResult:
     """Outcome of :func:`run_tests`.
 
-    ``status``: ``"ok"`` (harness finished), ``"timeout"``, ``"crashed"`` (the process
-    died before finishing: memory, CPU, ``os._exit``...). Tests not reported passed count
-    as failed.
+    ``status``: ``"ok"`` (the harness finished), ``"timeout"``, ``"crashed"`` (the process
+    died before finishing: memory, CPU, ``os._exit``...). Tests whose values were not
+    reported count as failed. ``program_error``: the exception the program raised while
+    it was compiled or run (assert mode), else None.
     """
     passed: int
     total: int
@@ -87,6 +104,7 @@ class SandboxResult:
     isolation: dict
     wall_s: float
     output_tail: str = ""
+    program_error: str | None = None
 
     @property
     def pass_fraction(self) -> float:
@@ -138,15 +156,121 @@ def find_sandbox_python(config: SandboxConfig = SandboxConfig()) -> str:
         f"(tried {cands}); install the system python3 or set SandboxConfig(python=...)")
 
 
-_HARNESS_SRC = None
+def _check_tests(tests, mode):
+    if not tests:
+        raise ValueError("tests must be a non-empty list")
+    if mode == "io" and not all(isinstance(t, dict) and "input" in t and "output" in t
+                                for t in tests):
+        raise ValueError("mode='io' needs tests as dicts with 'input' and 'output'")
+    if mode == "assert" and not all(isinstance(t, str) for t in tests):
+        raise ValueError("mode='assert' needs tests as Python source strings")
 
 
-def _harness_source() -> str:
-    global _HARNESS_SRC
-    if _HARNESS_SRC is None:
-        with open(os.path.join(_HERE, "_harness.py"), encoding="utf-8") as f:
-            _HARNESS_SRC = f.read()
-    return _HARNESS_SRC
+def _prepare(program, tests, mode, config):
+    """(job for the sandbox, how to judge its reply) of one program; expectations stay here."""
+    limits = {"memory_mb": config.memory_mb,
+              "cpu_s": config.cpu_s or math.ceil(config.timeout_s) + 1,
+              "output_bytes": config.output_bytes, "open_files": config.open_files,
+              "processes": config.processes}
+    job = {"mode": mode, "program": program, "timeout_s": config.timeout_s,
+           "disk_mb": config.disk_mb, "limits": limits}
+    if mode == "assert":
+        exprs, checks = _verdict.compile_tests(tests)
+        job["exprs"] = exprs
+        judge = ("assert", checks, len(exprs))
+    else:
+        job["inputs"] = [str(t["input"]) for t in tests]
+        job["max_case_chars"] = min(config.output_bytes, 1 << 16)
+        judge = ("io", [str(t["output"]) for t in tests], job["max_case_chars"])
+    return job, judge
+
+
+def _judge(reply, judge, total) -> SandboxResult:
+    """The verdict on one job's reply (None: no reply, the session timed out)."""
+    if reply is None:
+        return SandboxResult(0, total, "timeout", {}, 0.0)
+    kind, expected, n = judge
+    values, meta = _verdict.read_lines(reply["result"], n if kind == "assert" else total,
+                                       "value" if kind == "assert" else "out")
+    if kind == "assert":
+        # A test counts only once the program ran (`assert True` is no free pass).
+        passed = meta["loaded"] and sum(_verdict.passes(check, values) for check in expected)
+    else:
+        passed = sum(_verdict.io_passes(values.get(i), out, n) for i, out in enumerate(expected))
+    try:
+        info = json.loads(reply["info"])
+        isolation = dict(info["isolation"], uid=info["uid"],
+                         net=bool(info["isolation"]["net"]) and info["ifaces"] == ["lo"])
+    except (ValueError, KeyError, TypeError):
+        isolation = {}
+    status = "timeout" if reply["timed_out"] else ("ok" if meta["done"] else "crashed")
+    return SandboxResult(passed=int(passed), total=total, status=status, isolation=isolation,
+                         wall_s=float(reply["wall_s"]), output_tail=reply["tail"],
+                         program_error=meta["program_error"])
+
+
+_CACHE: "collections.OrderedDict" = collections.OrderedDict()
+
+
+def _key(program, tests, mode, config):
+    return (program, json.dumps(tests, sort_keys=True, default=str), mode, config)
+
+
+def run_tests_batch(programs: list, tests: list, *, config: SandboxConfig = SandboxConfig(),
+                    mode: str = "assert", parallel: int = 2, cache: bool = False) -> list:
+    """Runs programs[i] against tests[i] in the sandbox; one `SandboxResult` per program.
+
+    One sandbox server (per process, reused) forks a fresh sandboxed process per distinct
+    program, at most ``parallel`` at once; identical (program, tests) pairs run once.
+    ``cache``: also reuse (and remember) finished results of earlier calls in this process.
+    Never raises for program behaviour; ValueError for malformed tests.
+    """
+    if mode not in ("assert", "io"):
+        raise ValueError(f"mode must be 'assert' or 'io', got {mode!r}")
+    if len(programs) != len(tests):
+        raise ValueError(f"{len(programs)} programs but {len(tests)} test lists")
+    if parallel < 1:
+        raise ValueError(f"parallel must be >= 1, got {parallel}")
+    for program, ts in zip(programs, tests):
+        if not isinstance(program, str):
+            raise ValueError(f"program must be a str, got {type(program).__name__}")
+        _check_tests(ts, mode)
+    keys = [_key(p, list(t), mode, config) for p, t in zip(programs, tests)]
+    results, todo = {}, {}
+    for i, k in enumerate(keys):
+        if cache and k in _CACHE:
+            _CACHE.move_to_end(k)
+            results[k] = _CACHE[k]
+        elif k not in todo:
+            todo[k] = i
+    if todo:
+        results.update(_run_jobs(programs, tests, todo, mode, config, parallel))
+        if cache:
+            for k in todo:
+                if results[k].status == "ok":
+                    _CACHE[k] = results[k]
+            while len(_CACHE) > CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return [dataclasses.replace(results[k]) for k in keys]
+
+
+def _run_jobs(programs, tests, todo, mode, config, parallel) -> dict:
+    """{key: SandboxResult} for the distinct jobs ``todo`` ({key: first index})."""
+    prepared = {k: _prepare(programs[i], list(tests[i]), mode, config) for k, i in todo.items()}
+    is_root = os.geteuid() == 0
+    pw = pwd.getpwnam(config.user) if is_root else None
+    uid, gid = (pw.pw_uid, pw.pw_gid) if pw else (os.getuid(), os.getgid())
+    python = find_sandbox_python(config)
+    waves = math.ceil(len(todo) / parallel)
+    with _sandbox.lock():
+        try:
+            session = _sandbox.session(python, uid, gid, config.require_isolation)
+        except _sandbox.IsolationError as e:
+            raise RuntimeError(str(e)) from None
+        deadline = time.monotonic() + waves * (config.timeout_s + 1.0) + 10.0
+        replies = session.run([prepared[k][0] for k in todo], parallel=parallel, deadline=deadline)
+    return {k: _judge(replies.get(j), prepared[k][1], len(tests[todo[k]]))
+            for j, k in enumerate(todo)}
 
 
 def run_tests(program: str, tests: list, *, config: SandboxConfig = SandboxConfig(),
@@ -155,93 +279,14 @@ def run_tests(program: str, tests: list, *, config: SandboxConfig = SandboxConfi
 
     Args:
       program: Python source of the completion.
-      tests: ``mode="assert"``: list of Python statements run after the program in its
-        namespace (each passes if it raises nothing); ``mode="io"``: list of
-        ``{"input": str, "output": str}`` cases (stdout compared whitespace-split).
+      tests: ``mode="assert"``: list of tests, each Python source made of ``assert``
+        statements (``"assert f(3) == 18"``): the non-literal operands are evaluated in the
+        sandbox (in the program's namespace, in order), the comparisons here;
+        ``mode="io"``: list of ``{"input": str, "output": str}`` cases (stdout compared
+        whitespace-split, here).
       config: limits, see :class:`SandboxConfig`.
     """
-    if mode not in ("assert", "io"):
-        raise ValueError(f"mode must be 'assert' or 'io', got {mode!r}")
-    if not isinstance(program, str):
-        raise ValueError(f"program must be a str, got {type(program).__name__}")
-    if not tests:
-        raise ValueError("tests must be a non-empty list")
-    if mode == "io" and not all(isinstance(t, dict) and "input" in t and "output" in t for t in tests):
-        raise ValueError("mode='io' needs tests as dicts with 'input' and 'output'")
-    if mode == "assert" and not all(isinstance(t, str) for t in tests):
-        raise ValueError("mode='assert' needs tests as Python source strings")
-    is_root = os.geteuid() == 0
-    python = find_sandbox_python(config)
-    pw = pwd.getpwnam(config.user) if is_root else None
-    uid, gid = (pw.pw_uid, pw.pw_gid) if pw else (os.getuid(), os.getgid())
-    nonce = secrets.token_hex(16)
-    fallback_dir = tempfile.mkdtemp(prefix="rlvr_sandbox_")
-    os.chmod(fallback_dir, 0o700)
-    if is_root:
-        os.chown(fallback_dir, uid, gid)
-    results = tempfile.TemporaryFile()
-    output = tempfile.TemporaryFile()
-    cfg = {
-        "uid": uid, "gid": gid, "python": python, "harness": _harness_source(),
-        "fd": results.fileno(), "workdir": fallback_dir, "disk_mb": config.disk_mb,
-        "require_isolation": config.require_isolation,
-        "limits": {"memory_mb": config.memory_mb,
-                   "cpu_s": config.cpu_s or math.ceil(config.timeout_s) + 1,
-                   "output_bytes": config.output_bytes, "open_files": config.open_files,
-                   "processes": config.processes},
-    }
-    payload = json.dumps({"nonce": nonce, "program": program, "tests": tests, "mode": mode,
-                          "max_output_chars": config.output_bytes}).encode()
-    start = time.monotonic()
-    timed_out = False
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", _JAIL, json.dumps(cfg)],
-            stdin=subprocess.PIPE, stdout=output, stderr=output, pass_fds=(results.fileno(),),
-            start_new_session=True, cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-        try:
-            proc.communicate(payload, timeout=config.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        except BrokenPipeError:
-            pass
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
-        wall = time.monotonic() - start
-        results.seek(0)
-        lines = results.read(1 << 22).decode("utf-8", "replace").splitlines()
-        output.seek(0, os.SEEK_END)
-        size = output.tell()
-        output.seek(max(0, size - 2000))
-        tail = output.read().decode("utf-8", "replace")
-    finally:
-        results.close()
-        output.close()
-        shutil.rmtree(fallback_dir, ignore_errors=True)
-    passed, done, isolation = set(), False, {}
-    for line in lines:
-        head, _, rest = line.partition(" ")
-        if head != nonce:
-            continue
-        if rest.startswith("start "):
-            info = json.loads(rest[6:])
-            isolation = dict(info["isolation"], uid=info["uid"],
-                             net=info["isolation"]["net"] and info["ifaces"] == ["lo"])
-        elif rest.startswith("ok "):
-            idx = int(rest[3:])
-            if 0 <= idx < len(tests):
-                passed.add(idx)
-        elif rest == "done":
-            done = True
-    if proc.returncode == 96 and config.require_isolation:
-        raise RuntimeError(f"sandbox isolation incomplete, program not run: {tail.strip()}")
-    status = "timeout" if timed_out else ("ok" if done else "crashed")
-    return SandboxResult(passed=len(passed), total=len(tests), status=status,
-                         isolation=isolation, wall_s=wall, output_tail=tail)
+    return run_tests_batch([program], [tests], config=config, mode=mode, parallel=1)[0]
 
 
 _FENCE = re.compile(r"```(?:python|py|Python3?|python3)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -253,17 +298,60 @@ def extract_code(completion: str) -> str:
     return blocks[-1] if blocks else completion
 
 
+def completion_program(completion: str, reference) -> str | None:
+    """The program a completion stands for under ``reference`` (see :func:`code_reward`):
+    the template filled with the final answer, or the last fenced block; None when a
+    template's answer is missing or spans several lines."""
+    if not (isinstance(reference, dict) and "template" in reference):
+        return extract_code(completion)
+    from rlvr_jax.tasks import base  # Lazily: the answer rule of the synthetic tasks.
+    fmt = reference.get("answer_format", "marker")
+    parts = base.split_tagged(completion) if fmt == "tags" else base.split_answer(completion)
+    answer = None if parts is None else parts[1].strip(base.WHITESPACE)
+    if not answer or "\n" in answer or "\r" in answer:
+        return None
+    return str(reference["template"]).replace("{answer}", answer)
+
+
+def _tests_and_mode(reference):
+    if isinstance(reference, dict):
+        return list(reference.get("tests") or []), reference.get("mode", "assert")
+    return list(reference or []), "assert"
+
+
+def code_rewards(completions: list, references: list, *, config: SandboxConfig = SandboxConfig(),
+                 partial_credit: bool = True, parallel: int = 2) -> np.ndarray:
+    """float32 [B] :func:`code_reward` of a batch: one sandbox server, ``parallel`` programs
+    at once, identical programs once (and finished ones cached per process)."""
+    if len(completions) != len(references):
+        raise ValueError(f"{len(completions)} completions but {len(references)} references")
+    out = np.zeros((len(completions),), np.float32)
+    by_mode: dict = {}
+    for i, (c, r) in enumerate(zip(completions, references)):
+        program = completion_program(c, r)
+        tests, mode = _tests_and_mode(r)
+        _check_tests(tests, mode)
+        if program is not None:
+            by_mode.setdefault(mode, []).append((i, program, tests))
+    for mode, items in by_mode.items():
+        res = run_tests_batch([p for _, p, _ in items], [t for _, _, t in items], config=config,
+                              mode=mode, parallel=parallel, cache=True)
+        for (i, _, _), r in zip(items, res):
+            out[i] = r.pass_fraction if partial_credit else float(r.all_passed)
+    return out
+
+
 def code_reward(completion: str, reference, *, config: SandboxConfig = SandboxConfig(),
                 partial_credit: bool = True) -> float:
     """Pass fraction (or 1.0/0.0 all-pass when ``partial_credit=False``) of the tests.
 
     Args:
       completion: model output; its last fenced Python block is run (else the whole text).
-      reference: a list of assert statements, or a dict ``{"tests": [...], "mode": "assert"|"io"}``.
+      reference: a list of assert statements, or a dict ``{"tests": [...], "mode":
+        "assert"|"io"}``, optionally with ``"template"`` (e.g. ``"def f(x):\\n    return
+        {answer}\\n"``) and ``"answer_format"`` (``"marker"`` or ``"tags"``, the answer rule
+        of `rlvr_jax.tasks.base`): then the program is the template with ``{answer}``
+        replaced by the completion's one-line final answer (no answer: 0).
     """
-    if isinstance(reference, dict):
-        tests, mode = reference.get("tests"), reference.get("mode", "assert")
-    else:
-        tests, mode = reference, "assert"
-    res = run_tests(extract_code(completion), list(tests or []), config=config, mode=mode)
-    return res.pass_fraction if partial_credit else float(res.all_passed)
+    return float(code_rewards([completion], [reference], config=config,
+                              partial_credit=partial_credit, parallel=1)[0])

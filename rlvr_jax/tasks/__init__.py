@@ -14,9 +14,11 @@ from rlvr_jax.tasks.arithmetic import Arithmetic
 from rlvr_jax.tasks.base import (MARKER, Example, Task, extract_int_answer, split_of)
 from rlvr_jax.tasks.countdown import Countdown
 from rlvr_jax.tasks.sorting import Sorting
+from rlvr_jax.tasks.synthesis import Synthesis
 from rlvr_jax.tasks.token_verifier import answers_array, make_token_verifier
 
-TASKS = {"arithmetic": Arithmetic, "countdown": Countdown, "sorting": Sorting}
+TASKS = {"arithmetic": Arithmetic, "countdown": Countdown, "sorting": Sorting,
+         "synthesis": Synthesis}
 
 
 def get(name: str, **knobs) -> Task:
@@ -26,5 +28,5 @@ def get(name: str, **knobs) -> Task:
     return TASKS[name](**knobs)
 
 
-__all__ = ["Arithmetic", "Countdown", "Sorting", "Example", "Task", "MARKER", "TASKS", "get",
-           "split_of", "extract_int_answer", "make_token_verifier", "answers_array"]
+__all__ = ["Arithmetic", "Countdown", "Sorting", "Synthesis", "Example", "Task", "MARKER", "TASKS",
+           "get", "split_of", "extract_int_answer", "make_token_verifier", "answers_array"]

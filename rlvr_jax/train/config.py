@@ -50,7 +50,7 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
 
     c.data = ml_collections.ConfigDict()
     c.data.source = "task"           # task | jsonl | parquet | tfds.
-    c.data.task = "arithmetic"       # For source=task: arithmetic | countdown | sorting.
+    c.data.task = "arithmetic"       # source=task: arithmetic | countdown | sorting | synthesis.
     c.data.task_kwargs = ml_collections.ConfigDict(  # The task's knobs (docs/tasks.md).
         dict(ops=("add",), min_digits=1, max_digits=2, style="steps", answer_format="marker"))
     c.data.path = ""                 # File path (jsonl/parquet) or TFDS builder name.
