@@ -1,19 +1,16 @@
 """Data that adapts to the policy (rlvr_jax.data.adaptive): pass-rate tracking and the
 online filter against a NumPy restatement, the curriculum's promotions, mixture weights
 (fixed within binomial bounds, adaptive against the formula), exact resume of every scheme
-with the loader, and one real run killed and resumed with the filter on."""
+with the loader. A real run killed and resumed with the filter on is
+tests/test_checkpoint.py's resume test (its tiny config filters its 6 prompts)."""
 import hashlib
 import json
-import os
-import shutil
 
 import numpy as np
 import pytest
 
 from rlvr_jax import tasks
 from rlvr_jax.data import adaptive, datasets, tokenizers
-from rlvr_jax.train import loop
-from rlvr_jax.train.logging import read_metrics
 from tests.reference import adaptive_ref as ref
 
 G = 4
@@ -225,31 +222,6 @@ def test_bad_arguments():
     f = adaptive.PromptFilter(3)
     with pytest.raises(ValueError, match="data.size"):
         f.restore({"rate": [0.0] * 4, "visits": [0] * 4, "last_epoch": [0] * 4})
-
-
-@pytest.mark.slow
-def test_filtered_run_killed_and_resumed_matches_uninterrupted(tmp_path, monkeypatch):
-    """A real run over 6 prompts with the filter: resumed from its step-2 checkpoint it logs
-    the same lines (prompts in the same order, the same data/ metrics) as without the kill;
-    a config without the filter refuses that checkpoint."""
-    from tests.test_checkpoint import _comparable, _tiny_config
-    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
-    config = _tiny_config(keep=10)
-    config.data.size = 6
-    config.data.filter.enabled = True
-    config.data.filter.low = 0.2  # The random policy solves nothing: "never solved" is < 0.2.
-    config.data.filter.readmit_epochs = 0
-    full_dir, workdir = str(tmp_path / "full"), str(tmp_path / "resumed")
-    loop.run(config, full_dir, progress=False)
-    shutil.copytree(full_dir, workdir)
-    for step in ("4", "5"):
-        shutil.rmtree(os.path.join(workdir, "checkpoints", step))
-    os.remove(os.path.join(workdir, "summary.json"))
-    loop.run(config, workdir, progress=False)
-    want = _comparable(read_metrics(os.path.join(full_dir, "metrics.jsonl")))
-    assert _comparable(read_metrics(os.path.join(workdir, "metrics.jsonl"))) == want
-    rl = [m for p, _, m in want if p == "rl"]
-    assert rl[-1]["data/visited_fraction"] == 1.0 and rl[-1]["data/forced"] > 0
 
 
 def test_curriculum_levels_of_a_list_knob_from_the_config():

@@ -82,6 +82,14 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
     and write them again, once, bitwise equal (same program, same inputs, CPU).
     """
     config = _tiny_config(keep=10)
+    # The RL prompts: a set of 6 under the online filter (docs/data.md), so the checkpoints
+    # also hold its per-prompt pass rates. The random policy solves nothing (rate < 0.2):
+    # every prompt is skipped after its first visit and later batches are "forced" — the
+    # resumed run must draw them in the same order.
+    config.data.size = 6
+    config.data.filter.enabled = True
+    config.data.filter.low = 0.2
+    config.data.filter.readmit_epochs = 0
     full_dir, workdir = str(tmp_path / "full"), str(tmp_path / "resumed")
     full = loop.run(config, full_dir, progress=False)
     # Saved at 0 (after the warm-up), every 2 steps, and the last step.
@@ -100,6 +108,8 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(tmp_path):
     assert [p for p, _, _ in got].count("sft") == config.sft.steps
     assert got == want
     assert any(m["train/update_norm"] > 0 for p, _, m in want if p == "rl")
+    last_rl = [m for p, _, m in want if p == "rl"][-1]  # The filter acted (and resumed).
+    assert last_rl["data/visited_fraction"] == 1.0 and last_rl["data/forced"] > 0
     assert _state_leaves_equal(resumed["state"], full["state"])
     assert resumed["after_rl"] == full["after_rl"]
     assert resumed["after_warmup"] == full["after_warmup"]
