@@ -12,6 +12,7 @@ import pytest
 
 from rlvr_jax.train import cli
 from rlvr_jax.train import workdir as workdir_lib
+from rlvr_jax.train.validate import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = os.path.join(REPO, "configs", "quickstart.py")
@@ -293,3 +294,22 @@ def test_comma_list_override_becomes_a_tuple(tmp_path):
     config, _ = cli.parse(["--config", QUICK, "--config.data.task_kwargs.ops=('sub',)",
                            "--workdir", str(tmp_path)])
     assert tuple(config.data.task_kwargs.ops) == ("sub",)
+
+
+def test_a_run_saved_before_new_fields_existed_still_resumes(tmp_path):
+    """Fields added to the config after a run was saved (absent from its config.json) count
+    as unchanged at their defaults: the run resumes; set to another value, it is refused."""
+    work = str(tmp_path / "old")
+    argv = ["--config", os.path.join(REPO, "configs", "quickstart.py"),
+            "--config.checkpoint.every=1"]
+
+    def drop_new_fields(stored):
+        del stored["data"]["filter"], stored["data"]["mixture_tasks"], stored["data"]["size"]
+        del stored["rl"]["process_weight"]
+
+    _run_files(work, argv, steps=(0, 1), config_edit=drop_new_fields)
+    config, _ = cli.parse(argv + ["--workdir", work])
+    assert workdir_lib.plan(config, work).resume_step == 1
+    config, _ = cli.parse(argv + ["--workdir", work, "--config.data.size=8"])
+    with pytest.raises(ConfigError, match=r"data.size \"<absent>\" -> 8"):
+        workdir_lib.plan(config, work)

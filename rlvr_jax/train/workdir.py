@@ -62,7 +62,7 @@ def plan(config, workdir: str) -> Plan:
     if finished:
         raise ConfigError(f"--workdir: {workdir} holds a finished run (summary.json) and no "
                           "checkpoint to continue from; use a new --workdir")
-    changed = config_diff(stored, _as_dict(config))
+    changed = _changes(stored, config)
     if changed:
         raise ConfigError(f"--workdir: {workdir} holds an interrupted run of another config "
                           f"({_describe(changed)}); use a new --workdir")
@@ -71,8 +71,7 @@ def plan(config, workdir: str) -> Plan:
 
 
 def _resume_plan(config, workdir: str, stored: dict, latest: int, finished: bool) -> Plan:
-    changed = [c for c in config_diff(stored, _as_dict(config))
-               if not c[0].startswith(RESUMABLE)]
+    changed = [c for c in _changes(stored, config) if not c[0].startswith(RESUMABLE)]
     if changed:
         raise ConfigError(f"--workdir: {workdir} holds checkpoints of another config "
                           f"({_describe(changed)}); resuming needs the same config (only "
@@ -118,16 +117,30 @@ def checkpoint_steps(directory: str) -> List[int]:
                   if n.isdigit() and os.path.isdir(os.path.join(directory, n)))
 
 
-def config_diff(old: dict, new: dict, prefix: str = "") -> List[tuple]:
-    """[(dotted field, old value, new value)] where two config dicts differ."""
+def config_diff(old: dict, new: dict, prefix: str = "",
+                defaults: Optional[dict] = None) -> List[tuple]:
+    """[(dotted field, old value, new value)] where two config dicts differ. With
+    `defaults` (a config dict of the same shape), a field absent from `old` whose new value
+    is its default is no difference: a run saved before that field existed ran as if it
+    had its default."""
     out = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
+        default = (defaults or {}).get(key, "<absent>")
         if isinstance(a, dict) and isinstance(b, dict):
-            out += config_diff(a, b, f"{prefix}{key}.")
-        elif a != b:
+            out += config_diff(a, b, f"{prefix}{key}.",
+                               default if isinstance(default, dict) else None)
+        elif a != b and not (a == "<absent>" and b == default):
             out.append((f"{prefix}{key}", a, b))
     return out
+
+
+def _changes(stored: dict, config) -> List[tuple]:
+    """config_diff of a stored run's config and `config`, new fields at their defaults
+    (under the same algorithm preset) not counted."""
+    from rlvr_jax.train.config import default_config
+    defaults = _as_dict(default_config(algorithm=config.rl.algorithm))
+    return config_diff(stored, _as_dict(config), defaults=defaults)
 
 
 def write_json_atomic(path: str, obj) -> None:
