@@ -130,7 +130,8 @@ def rng_for(seed: int, index: int, salt: int) -> np.random.Generator:
 
 
 class Task:
-    """Base class: subclasses implement `_sample(rng) -> Example fields`, `verify`, `check_steps`.
+    """Base class: subclasses implement `_sample(rng) -> Example fields`, `verify` and
+    `steps_are_right` (or all of `check_steps`).
 
     Public API (every task):
       example(index, *, seed, split) -> Example   deterministic in (seed, index, split)
@@ -200,6 +201,17 @@ class Task:
         raise NotImplementedError
 
     def check_steps(self, completion: str, example: Example) -> bool:
+        """The final answer is correct and so is every reasoning step (`steps_are_right`);
+        with style="direct" an empty reasoning passes."""
+        chunks = self.reasoning_steps(completion, example)
+        if chunks is None:
+            return False
+        if getattr(self, "style", "steps") == "direct" and not chunks:
+            return True
+        return self.steps_are_right(chunks, example)
+
+    def steps_are_right(self, chunks: list[str], example: Example) -> bool:
+        """Whether the reasoning chunks (`reasoning_steps` of a correct answer) are right."""
         raise NotImplementedError
 
     def answer_key(self, completion: str):

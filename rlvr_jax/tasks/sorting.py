@@ -91,12 +91,7 @@ class Sorting(base.Task):
                 out.append((start + b.end(), float(ok)))
         return out
 
-    def check_steps(self, completion: str, example: base.Example) -> bool:
-        chunks = self.reasoning_steps(completion, example)
-        if chunks is None:
-            return False
-        if self.style == "direct" and not chunks:
-            return True
+    def steps_are_right(self, chunks: list[str], example: base.Example) -> bool:
         if len(chunks) != 1 or _CHAIN.fullmatch(chunks[0]) is None:
             return False
         numbers = [int(x) for x in re.findall(r"[0-9]+", chunks[0])]

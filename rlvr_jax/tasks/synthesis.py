@@ -87,12 +87,7 @@ class Synthesis(base.Task):
         key = None if parts is None else "".join(parts[1].split())
         return key or None
 
-    def check_steps(self, completion: str, example: base.Example) -> bool:
-        chunks = self.reasoning_steps(completion, example)
-        if chunks is None:
-            return False
-        if self.style == "direct" and not chunks:
-            return True
+    def steps_are_right(self, chunks: list[str], example: base.Example) -> bool:
         m = _STEPS.fullmatch(" ".join(chunks))
         if m is None:
             return False
