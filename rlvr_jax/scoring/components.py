@@ -182,8 +182,9 @@ def reward_from_config(config, task, tokenizer) -> Verifier:
     from rlvr_jax.scoring.noise import noise_shapers
     verifier = _components_verifier(config, task, tokenizer)
     changes = dict(shapers=noise_shapers(config.reward) + verifier.shapers)
-    if config.rl.get("process_weight", 0.0) > 0 or verifier.label_free:
-        if config.rl.get("process_weight", 0.0) > 0 and verifier.step_scores is None:
+    process = config.rl.get("process_weight", 0.0) > 0
+    if process or verifier.label_free:
+        if process and verifier.step_scores is None:
             raise ValueError("rl.process_weight: process rewards need a task with step "
                              "checkers (data.source=task)")
         changes["token"] = None  # The split path: step checkers and votes run on the host.
