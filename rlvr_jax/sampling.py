@@ -133,6 +133,11 @@ class Rollout:
         out of new tokens.
       prompt_tokens: [B, Tp] int32 left-padded prompts, each repeated G times.
       prompt_mask: [B, Tp] int32.
+      loss_mask: multi-turn rollouts only (`rlvr_jax.multiturn`): [B, N] int32, 1 on the
+        tokens the model wrote, 0 on the environment's observation tokens (which `mask`
+        counts: they are attended to) and after the end. None for single-turn rollouts.
+      turn_ids: multi-turn only: [B, N] int32, the model turn each token belongs to (an
+        observation belongs to the turn it answers); None for single-turn rollouts.
     """
     tokens: jax.Array
     mask: jax.Array
@@ -141,6 +146,14 @@ class Rollout:
     finished: jax.Array
     prompt_tokens: jax.Array
     prompt_mask: jax.Array
+    loss_mask: Optional[jax.Array] = None
+    turn_ids: Optional[jax.Array] = None
+
+    @property
+    def model_mask(self) -> jax.Array:
+        """[B, N]: the tokens the model wrote — what is trained on and scored (`mask` for a
+        single-turn rollout, `loss_mask` for a multi-turn one)."""
+        return self.mask if self.loss_mask is None else self.loss_mask
 
     def sequences(self) -> Tuple[jax.Array, jax.Array]:
         """(tokens [B, Tp + N], attention mask [B, Tp + N]): prompt then completion.
@@ -305,6 +318,25 @@ def _is_stop(tok, stop_token_ids):
     return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
 
 
+def prefill(params, prompt_tokens, prompt_mask, *, model_config: ModelConfig,
+            sampling_config: SamplingConfig):
+    """Runs the P prompts once: (prepared params, a cache of exactly Tp slots, logits [P, V]
+    float32 of each prompt's next token, from the hidden state of its last real token).
+
+    The layer weights are sliced out of the stacked arrays once, here
+    (`decoding.prepare_params`), not in every decode step.
+    """
+    mc, sc = model_config, sampling_config
+    p, tp = prompt_tokens.shape
+    prepared = decoding.prepare_params(params, mc)
+    cache = decoding.init_cache(mc, p, tp, dtype=sc.cache_dtype)
+    hidden, cache = decoding.forward(prepared, prompt_tokens, config=mc, cache=cache,
+                                     attention_mask=prompt_mask, return_hidden=True)
+    last = jnp.argmax(prompt_mask * jnp.arange(1, tp + 1, dtype=jnp.int32)[None], axis=1)
+    last_hidden = jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
+    return prepared, cache, decoding.logits_from_hidden(prepared, last_hidden, mc)
+
+
 def generate(
     params,
     prompt_tokens: jax.Array,
@@ -341,15 +373,9 @@ def generate(
         return _is_stop(tok, sc.stop_token_ids)
 
     # 1. Prefill the P prompts once into a cache of exactly Tp slots (the decode loop
-    #    grows it), and take the hidden state at each prompt's last real token. The layer
-    #    weights are sliced out of the stacked arrays once, here, not in every decode step.
-    prepared = decoding.prepare_params(params, mc)
-    cache = decoding.init_cache(mc, p, tp, dtype=sc.cache_dtype)
-    hidden, cache = decoding.forward(prepared, prompt_tokens, config=mc, cache=cache,
-                                     attention_mask=prompt_mask, return_hidden=True)
-    last = jnp.argmax(prompt_mask * jnp.arange(1, tp + 1, dtype=jnp.int32)[None], axis=1)
-    last_hidden = jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
-    first_logits = decoding.logits_from_hidden(prepared, last_hidden, mc)
+    #    grows it), and take the hidden state at each prompt's last real token.
+    prepared, cache, first_logits = prefill(params, prompt_tokens, prompt_mask, model_config=mc,
+                                            sampling_config=sc)
 
     # 2. Share the prompt cache across its G samples (row p * G + g).
     def repeat(x, axis):

@@ -63,7 +63,8 @@ def score_on_device(rollout: sampling.Rollout, answers: jax.Array, *, verifier: 
         applied before `rl`'s.
     """
     g = rollout.tokens.shape[0] // answers.shape[0]
-    verdicts = verifier(rollout.tokens, rollout.mask, jnp.repeat(answers, g, axis=0))
+    # The model's own tokens are scored: a multi-turn rollout's observations never count.
+    verdicts = verifier(rollout.tokens, rollout.model_mask, jnp.repeat(answers, g, axis=0))
     return score(verdicts, rollout, tuple(shapers) + rollout_shapers(rl, max_new_tokens))
 
 

@@ -44,7 +44,8 @@ class Experience:
     Attributes:
       tokens: [B, T] int32 prompt (left-padded) followed by the completion.
       attention: [B, T] int32, 1 for real tokens.
-      mask: [B, N] completion tokens that are trained on (0 in rows of invalid groups).
+      mask: [B, N] completion tokens that are trained on: those the model wrote (not a
+        multi-turn rollout's observations), 0 in rows of invalid groups.
       sampler_logp: [B, N] float32 log-probs the sampler gave its tokens.
       row_valid: [B] bool, rows of valid groups.
       advantages: [B] (sequence-level estimators) or [B, N] (token-level) float32.
@@ -83,7 +84,9 @@ def experience_from(groups: Groups) -> Experience:
     tokens, attention = rollout.sequences()
     return Experience(
         tokens=tokens, attention=attention,
-        mask=rollout.mask * row_valid[:, None].astype(rollout.mask.dtype),
+        # Only the model's tokens are trained on (observations of a multi-turn rollout are
+        # attended to, through `attention`, but get no gradient and no KL).
+        mask=rollout.model_mask * row_valid[:, None].astype(rollout.mask.dtype),
         sampler_logp=rollout.logprobs,
         row_valid=row_valid)
 

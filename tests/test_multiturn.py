@@ -1,0 +1,158 @@
+"""Multi-turn rollouts with on-device tools (rlvr_jax.multiturn): the calculator against its
+host reference, the turn state machine, decoding with observations against a full forward,
+zero gradient / KL on observations, the trainer's one program, sharded = unsharded."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlvr_jax import models, multiturn, sampling
+from rlvr_jax.multiturn.env import DeviceEnv
+
+
+@dataclasses.dataclass(frozen=True)
+class Answering(DeviceEnv):
+    """Test env: every model token but the stop token ends a turn; the observation is the
+    fixed `reply_ids` (a reward of 0.5 per call, error on odd token ids)."""
+    reply_ids: tuple = (31, 32)
+
+    def reset(self, prompt_tokens, prompt_mask, answers):
+        return {"count": jnp.zeros((prompt_tokens.shape[0],), jnp.int32)}
+
+    def step(self, state, turn, turn_len):
+        b = turn.shape[0]
+        obs = jnp.zeros((b, self.max_obs_tokens), jnp.int32)
+        obs = obs.at[:, :len(self.reply_ids)].set(jnp.asarray(self.reply_ids, jnp.int32))
+        last = jnp.take_along_axis(turn, (turn_len - 1)[:, None], axis=1)[:, 0]
+        return ({"count": state["count"] + 1},
+                self.reply(obs, jnp.full((b,), len(self.reply_ids)),
+                           reward=jnp.full((b,), 0.5), error=last % 2 == 1))
+
+
+def _every_token_env(vocab, stop, max_turns=4):
+    return Answering(call_end_ids=tuple(i for i in range(vocab) if i != stop),
+                     max_turns=max_turns, max_turn_tokens=4, max_obs_tokens=3)
+
+
+def _prompts(tok, texts):
+    ids = [tok.encode(t, add_bos=True) for t in texts]
+    tokens, lengths = tok.pad_left(ids)
+    width = tokens.shape[1]
+    mask = (np.arange(width)[None] >= width - lengths[:, None]).astype(np.int32)
+    return jnp.asarray(tokens), jnp.asarray(mask)
+
+
+def _sc(tok, **kw):
+    base = dict(max_new_tokens=16, num_samples=2, stop_token_ids=(tok.eos_id,),
+                pad_id=tok.pad_id, vocab_limit=tok.vocab_size)
+    base.update(kw)
+    return sampling.SamplingConfig(**base)
+
+
+# ----------------------------------------------------------------------------- calculator
+
+CALLS = ["[123*456]", "x[12+7]", "[5-99]", "[1234*9999]", "[12345*1]", "[12*]", "[*3]",
+         "[1+2+3]", "abc]", "[0*0]", "[12-12]", "[1[2*3]", "[007*2]", "[2*3", "[9999-0]"]
+
+
+def test_calculator_matches_its_host_reference(tok):
+    env = multiturn.Calculator.for_tokenizer(tok)
+    m = env.max_turn_tokens
+    turn = np.zeros((len(CALLS), m), np.int32)
+    lengths = np.zeros(len(CALLS), np.int32)
+    for i, text in enumerate(CALLS):
+        ids = tok.encode(text)
+        turn[i, :len(ids)], lengths[i] = ids, len(ids)
+    _, out = jax.jit(env.step)({}, jnp.asarray(turn), jnp.asarray(lengths))
+    for i, text in enumerate(CALLS):
+        got = tok.decode(np.asarray(out.obs[i, :out.obs_len[i]]).tolist())
+        want = multiturn.evaluate_call(text) if text.endswith("]") else "=?"
+        assert got == want, text
+        assert bool(out.error[i]) == (want == "=?"), text
+    # The host reference itself, against Python's arithmetic.
+    assert multiturn.evaluate_call("[123*456]") == f"={123 * 456}"
+    assert multiturn.evaluate_call("[12-345]") == f"={12 - 345}"
+    assert multiturn.evaluate_call("no call") is None
+
+
+def test_calculator_needs_single_token_characters():
+    class Letters:
+        def token_texts(self):
+            return ["a", "b"]
+    with pytest.raises(ValueError, match="single-token"):
+        multiturn.Calculator.for_tokenizer(Letters())
+    with pytest.raises(ValueError, match="close tag"):
+        Answering(call_end_ids=())
+
+
+# ----------------------------------------------------------------------------- state machine
+
+def test_replay_marks_observations_and_checks_them(tok):
+    env = multiturn.Calculator.for_tokenizer(tok)
+    traces = ["[12*34]=408 #### 408", "#### 5", "[12*34]=409 #### 409", "[1*2]=2 [2*3]=6 #### 6"]
+    comp = np.full((len(traces), 32), tok.pad_id, np.int32)
+    mask = np.zeros_like(comp)
+    for i, t in enumerate(traces):
+        ids = tok.encode(t, add_eos=True)
+        comp[i, :len(ids)], mask[i, :len(ids)] = ids, 1
+    prompts, pmask = _prompts(tok, ["12*34="] * len(traces))
+    model, agrees = jax.jit(multiturn.replay_model_mask, static_argnums=(0, 1, 2))(
+        env, (tok.eos_id,), tok.pad_id, jnp.asarray(comp), jnp.asarray(mask), prompts, pmask,
+        jnp.zeros((len(traces),), jnp.int32))
+    model, agrees = np.asarray(model), np.asarray(agrees)
+    # Row 0: "[12*34]" (7 model tokens), "=408" (4 observation tokens), " #### 408" + EOS.
+    assert model[0, :7].all() and not model[0, 7:11].any() and model[0, 11:mask[0].sum()].all()
+    assert not model[0, mask[0].sum():].any()
+    assert model[1, :mask[1].sum()].all()
+    # A wrong observation (row 2) and a second call past max_turns=2 (row 3) disagree.
+    assert agrees.tolist() == [True, True, False, False]
+
+
+def test_rollout_writes_observations_after_each_call(tiny_params, tiny_config, tok):
+    env = _every_token_env(tiny_config.vocab_size, tok.eos_id)
+    prompts, pmask = _prompts(tok, ["12+3=", "7+8="])
+    rollout, eps = multiturn.jit_generate_episodes(
+        tiny_params, prompts, pmask, jnp.zeros((2,), jnp.int32), jax.random.PRNGKey(1),
+        model_config=tiny_config, sampling_config=_sc(tok), env=env)
+    tokens, mask, loss = (np.asarray(x) for x in (rollout.tokens, rollout.mask,
+                                                  rollout.loss_mask))
+    for row in range(tokens.shape[0]):
+        # Pattern: model token, 2 observation tokens, ... (every token calls; eos stops).
+        n_real = mask[row].sum()
+        col = 0
+        calls = 0
+        while col < n_real:
+            assert loss[row, col] == 1
+            if tokens[row, col] == tok.eos_id or calls + 1 >= env.max_turns:
+                col += 1
+                break
+            calls += 1
+            assert loss[row, col + 1:col + 3].sum() == 0
+            np.testing.assert_array_equal(tokens[row, col + 1:col + 3][:n_real - col - 1],
+                                          [31, 32][:n_real - col - 1])
+            col += 3
+        assert col >= n_real and (mask[row, n_real:] == 0).all()
+        assert int(eps.calls[row]) == calls
+        assert float(eps.env_reward[row]) == pytest.approx(0.5 * calls)
+    np.testing.assert_array_equal(np.asarray(rollout.logprobs)[loss == 0], 0.0)
+    metrics = multiturn.episode_metrics(rollout, eps, jnp.ones((4,)))
+    assert 0 < float(metrics["episode/observation_fraction"]) < 1
+    assert float(metrics["tool/calls"]) == pytest.approx(float(np.mean(eps.calls)))
+
+
+def test_cached_decoding_equals_a_full_forward_over_the_conversation(tiny_params, tiny_config,
+                                                                     tok):
+    env = _every_token_env(tiny_config.vocab_size, tok.eos_id, max_turns=5)
+    prompts, pmask = _prompts(tok, ["12+3=", "7+8=", "1+1="])
+    rollout, _ = multiturn.jit_generate_episodes(
+        tiny_params, prompts, pmask, jnp.zeros((3,), jnp.int32), jax.random.PRNGKey(2),
+        model_config=tiny_config, sampling_config=_sc(tok, num_samples=3), env=env)
+    tokens, attention = rollout.sequences()
+    logp, _ = models.sequence_logprobs(tiny_params, tokens, attention, config=tiny_config)
+    tp = prompts.shape[1]
+    model = np.asarray(rollout.loss_mask, bool)
+    assert (np.asarray(rollout.mask, bool) & ~model).any()  # Observations are in there.
+    np.testing.assert_allclose(np.asarray(logp[:, tp:])[model],
+                               np.asarray(rollout.logprobs)[model], atol=2e-5)
