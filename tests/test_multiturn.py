@@ -156,3 +156,116 @@ def test_cached_decoding_equals_a_full_forward_over_the_conversation(tiny_params
     assert (np.asarray(rollout.mask, bool) & ~model).any()  # Observations are in there.
     np.testing.assert_allclose(np.asarray(logp[:, tp:])[model],
                                np.asarray(rollout.logprobs)[model], atol=2e-5)
+
+
+# ----------------------------------------------------------------------------- training
+
+def _episodes(params, model_config, tok, *, p=2, g=2, seed=3):
+    env = _every_token_env(model_config.vocab_size, tok.eos_id)
+    prompts, pmask = _prompts(tok, ["12+3=", "7+8=", "1+1=", "40+2="][:p])
+    rollout, eps = multiturn.jit_generate_episodes(
+        params, prompts, pmask, jnp.zeros((p,), jnp.int32), jax.random.PRNGKey(seed),
+        model_config=model_config, sampling_config=_sc(tok, num_samples=g), env=env)
+    return env, prompts, pmask, rollout, eps
+
+
+def test_observations_get_no_gradient_and_no_kl(params, model_config, tok):
+    """The experience trains on the model's tokens only; d(loss)/d(log-prob) of an
+    observation token is 0 for the clipped policy loss + KL loss + entropy of GRPO."""
+    from rlvr_jax.train import algorithms, experience
+    _, _, _, rollout, _ = _episodes(params, model_config, tok)
+    rewards = jnp.asarray([[1.0, 0.0], [0.0, 1.0]])
+    exp = experience.experience_from(experience.Groups(rollout, rewards, jnp.ones((2,), bool)))
+    np.testing.assert_array_equal(exp.mask, rollout.loss_mask)
+    obs = np.asarray(rollout.mask - rollout.loss_mask, bool)
+    assert obs.any()
+    rl = step_lib_rl(kl_coef=0.1, entropy_coef=0.01)
+    algo = algorithms.resolve(rl)
+    adv = algo.group_advantages(rewards, jnp.ones((2,), bool)).reshape(-1)
+    rng = np.random.default_rng(0)
+    old = jnp.asarray(rng.normal(-2, 0.3, exp.mask.shape), jnp.float32)
+    ref = jnp.asarray(rng.normal(-2, 0.3, exp.mask.shape), jnp.float32)
+    counts = {k: jnp.maximum(v, 1.0) for k, v in
+              __import__("rlvr_jax.losses", fromlist=["x"]).global_counts(exp.mask).items()}
+    counts["num_rows"] = jnp.asarray(4.0)
+
+    def loss(logp, ref_logp):
+        per_token, _ = algo.policy_loss(logp, old, adv, exp.mask)
+        kl, _ = algo.kl_loss(logp, ref_logp, exp.mask)
+        return algo.aggregate(per_token + kl, exp.mask, counts, exp.num_new)
+
+    logp = old + 0.1
+    g = np.asarray(jax.grad(loss)(logp, ref))
+    assert np.all(g[obs] == 0.0) and np.abs(g[~obs & np.asarray(exp.mask, bool)]).max() > 0
+    # The KL term: changing the reference log-probs of observations changes nothing.
+    ref2 = jnp.where(jnp.asarray(obs), ref - 5.0, ref)
+    assert float(loss(logp, ref2)) == float(loss(logp, ref))
+
+
+def step_lib_rl(**kw):
+    from rlvr_jax.train import step as step_lib
+    base = dict(num_prompts=2, aggregation="token-mean")
+    base.update(kw)
+    return step_lib.RLConfig(**base)
+
+
+def _verifier(tokens, mask, answers):
+    """Stand-in verifier over the model's tokens: 1 when they hold an even count of odd ids."""
+    del answers
+    odd = jnp.sum(((tokens % 2) == 1) & (mask != 0), axis=1)
+    return (odd % 2 == 0).astype(jnp.float32)
+
+
+def test_one_program_rl_step_with_a_tool(params, model_config, tok):
+    """`make_rl_step(..., env=...)`: sampling with the tool, scoring, advantages and the
+    update in one program; rewards = the verifier on the model's tokens + the env's."""
+    import optax
+    from rlvr_jax.train import step as step_lib
+    from rlvr_jax.train.state import create_train_state
+    env = _every_token_env(model_config.vocab_size, tok.eos_id)
+    prompts, pmask = _prompts(tok, ["12+3=", "7+8=", "1+1=", "40+2="])
+    batch = {"prompt_tokens": prompts, "prompt_mask": pmask,
+             "answers": jnp.zeros((4,), jnp.int32)}
+    tx = optax.sgd(1e-2)
+    rl_step = step_lib.make_rl_step(model_config, _sc(tok, max_new_tokens=12), step_lib_rl(
+        num_prompts=4), tx, _verifier, return_rollout=True, env=env)
+    state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(4))
+    new, m, s = rl_step(state, batch)
+    tokens, mask = np.asarray(s["tokens"]), np.asarray(s["mask"])
+    # Replay the rows to count their calls and find the model's tokens.
+    model, agrees = multiturn.trace_model_mask(env, (tok.eos_id,), tok.pad_id, tokens, mask,
+                                               np.repeat(np.asarray(prompts), 2, 0),
+                                               np.repeat(np.asarray(pmask), 2, 0))
+    assert agrees.all()
+    calls = ((mask - model) > 0).sum(axis=1) // len(env.reply_ids)  # 2 obs tokens per call
+    want = np.asarray(_verifier(jnp.asarray(tokens), jnp.asarray(model), None)) + 0.5 * calls
+    np.testing.assert_allclose(np.asarray(s["rewards"]), want, atol=1e-6)
+    assert float(m["tool/calls"]) == pytest.approx(calls.mean())
+    assert 0 < float(m["episode/observation_fraction"]) < 1
+    assert float(m["tool/error_rate"]) >= 0.0 and "reward/calls_1" in m
+    assert float(m["train/grad_norm"]) > 0
+    assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(new.params),
+                                                       jax.tree.leaves(params)))
+
+
+def test_rollout_sharded_over_8_devices_equals_unsharded(params, model_config, tok):
+    """Prompts sharded over an 8-device data axis, parameters replicated."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as PS
+    env, prompts, pmask, rollout, eps = _episodes(params, model_config, tok, p=4, g=2)
+    mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
+    rows, rep = NamedSharding(mesh, PS("data")), NamedSharding(mesh, PS())
+    run = jax.jit(lambda p_, t, m, a, r: multiturn.generate_episodes(
+        p_, t, m, a, r, model_config=model_config, sampling_config=_sc(tok, num_samples=2),
+        env=env), in_shardings=(rep, rows, rows, rep, rep), out_shardings=rows)
+    # 4 prompts × 2 samples = 8 rows: tile the prompts to 8 so they split over 8 devices.
+    t8, m8 = jnp.concatenate([prompts] * 2), jnp.concatenate([pmask] * 2)
+    got, got_eps = run(params, t8, m8, jnp.zeros((8,), jnp.int32), jax.random.PRNGKey(3))
+    assert got.tokens.sharding.spec == PS("data")
+    ref, ref_eps = multiturn.jit_generate_episodes(
+        params, t8, m8, jnp.zeros((8,), jnp.int32), jax.random.PRNGKey(3),
+        model_config=model_config, sampling_config=_sc(tok, num_samples=2), env=env)
+    for name in ("tokens", "mask", "loss_mask", "turn_ids"):
+        np.testing.assert_array_equal(np.asarray(getattr(got, name)),
+                                      np.asarray(getattr(ref, name)), err_msg=name)
+    np.testing.assert_allclose(np.asarray(got.logprobs), np.asarray(ref.logprobs), atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(got_eps.calls), np.asarray(ref_eps.calls))

@@ -4,7 +4,7 @@ from typing import List, Optional, Sequence
 import jax
 import numpy as np
 
-from rlvr_jax import sampling
+from rlvr_jax import multiturn, sampling
 from rlvr_jax.scoring import decode_completions  # noqa: F401  (re-exported)
 
 
@@ -26,12 +26,16 @@ def encode_prompts(examples: Sequence, tokenizer, *, apply_chat_template: bool =
 def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, rng, *,
                    num_samples: int, greedy: bool = False, temperature: float = 1.0,
                    top_p: float = 1.0, max_new_tokens: int, batch_size: int,
-                   buckets: Optional[Sequence[int]] = sampling.DEFAULT_BUCKETS
-                   ) -> List[List[str]]:
+                   buckets: Optional[Sequence[int]] = sampling.DEFAULT_BUCKETS,
+                   env=None, answers=None) -> List[List[str]]:
     """Completions `[P][num_samples]` (texts up to the stop token) from `rlvr_jax.sampling.sample`,
     `batch_size` prompts per call with key `fold_in(rng, call)`; the last batch is padded with
     copies of its last prompt (one compiled shape) and the copies are dropped. `buckets`: the
-    prompt-length buckets of `sampling.sample` (None: the prompts' own width)."""
+    prompt-length buckets of `sampling.sample` (None: the prompts' own width).
+
+    env: a `multiturn.DeviceEnv`: multi-turn episodes (`multiturn.sample_episodes`, at the
+    prompts' own width; `answers` [P] int32 reach `env.reset`, default 0), and the texts are
+    the model's own tokens (observations left out), as the on-device verifier scores them."""
     config = sampling.SamplingConfig(greedy=greedy, temperature=temperature, top_p=top_p,
                                      max_new_tokens=max_new_tokens, num_samples=num_samples,
                                      stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id,
@@ -40,10 +44,17 @@ def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, 
     out: List[List[str]] = []
     for i, start in enumerate(range(0, p, batch_size)):
         rows = np.minimum(np.arange(start, start + batch_size), p - 1)
-        rollout = sampling.sample(params, prompt_tokens[rows], prompt_mask[rows],
-                                  jax.random.fold_in(rng, i), model_config=model_config,
-                                  sampling_config=config, buckets=buckets)
-        texts = decode_completions(tokenizer, rollout.tokens, rollout.mask)
+        key = jax.random.fold_in(rng, i)
+        if env is None:
+            rollout = sampling.sample(params, prompt_tokens[rows], prompt_mask[rows], key,
+                                      model_config=model_config, sampling_config=config,
+                                      buckets=buckets)
+        else:
+            answers = np.zeros((p,), np.int32) if answers is None else np.asarray(answers)
+            rollout, _ = multiturn.sample_episodes(
+                params, prompt_tokens[rows], prompt_mask[rows], answers[rows], key,
+                model_config=model_config, sampling_config=config, env=env)
+        texts = decode_completions(tokenizer, rollout.tokens, rollout.model_mask)
         keep = min(batch_size, p - start)
         out += [texts[j * num_samples:(j + 1) * num_samples] for j in range(keep)]
     return out

@@ -14,7 +14,7 @@ from rlvr_jax.multiturn.env import DeviceEnv, EnvStep
 from rlvr_jax.multiturn.metrics import episode_metrics
 from rlvr_jax.multiturn.rollout import (Episodes, advance, generate_episodes,
                                         jit_generate_episodes, replay_model_mask,
-                                        sample_episodes)
+                                        sample_episodes, trace_model_mask)
 
 ENVS = {"calculator": Calculator}
 
@@ -29,4 +29,4 @@ def build_env(name: str, tokenizer, *, max_turns: int, max_turn_tokens: int) -> 
 
 __all__ = ["Calculator", "DeviceEnv", "EnvStep", "Episodes", "ENVS", "advance", "build_env",
            "episode_metrics", "evaluate_call", "generate_episodes", "jit_generate_episodes",
-           "replay_model_mask", "sample_episodes"]
+           "replay_model_mask", "sample_episodes", "trace_model_mask"]

@@ -261,6 +261,21 @@ def replay_model_mask(env: DeviceEnv, stop_ids: Tuple[int, ...], pad_id: int,
     return model.T.astype(jnp.int32), jnp.all(ok.T, axis=1)
 
 
+_jit_replay = jax.jit(replay_model_mask, static_argnums=(0, 1, 2))
+
+
+def trace_model_mask(env: DeviceEnv, stop_ids: Tuple[int, ...], pad_id: int, tokens, mask,
+                     prompt_tokens, prompt_mask, answers=None) -> Tuple[np.ndarray, np.ndarray]:
+    """Host-side `replay_model_mask` (compiled once per shape): (model_mask [B, N] int32,
+    agrees [B] bool) as numpy arrays; `answers` default to 0."""
+    tokens = np.asarray(tokens)
+    answers = np.zeros((tokens.shape[0],), np.int32) if answers is None else answers
+    model, agrees = _jit_replay(env, tuple(stop_ids), int(pad_id), jnp.asarray(tokens),
+                                jnp.asarray(np.asarray(mask)), jnp.asarray(prompt_tokens),
+                                jnp.asarray(prompt_mask), jnp.asarray(answers, jnp.int32))
+    return np.asarray(model), np.asarray(agrees)
+
+
 jit_generate_episodes = jax.jit(generate_episodes,
                                 static_argnames=("model_config", "sampling_config", "env"))
 
@@ -279,4 +294,5 @@ def sample_episodes(params, prompt_tokens, prompt_mask, answers, rng, *,
 
 
 __all__ = ["Episodes", "EnvStep", "TurnState", "advance", "generate_episodes",
-           "jit_generate_episodes", "replay_model_mask", "sample_episodes", "init_turns"]
+           "jit_generate_episodes", "replay_model_mask", "sample_episodes", "init_turns",
+           "trace_model_mask"]

@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import json
 import os
-from typing import Any, Callable, Dict, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -175,3 +175,25 @@ def load_reward_model(path: str, *, weight: float = 1.0, microbatches: int = 1,
         raise ValueError(f"{path}: sequences of {max_length} tokens exceed the reward "
                          f"model's {config.max_position_embeddings} positions")
     return RewardModel(config=config, weight=weight, microbatches=microbatches), params
+
+
+def reward_model_shaper(reward_model: Optional[RewardModel]):
+    """fn(state, rollout) -> () without a reward model, else (the shaper adding
+    `weight · scores` of the rollout, scored by a jitted call on `state.reward_params`,)."""
+    if reward_model is None:
+        return lambda state, rollout: ()
+    scores_fn = jax.jit(functools.partial(reward_model_scores,
+                                          reward_model=reward_model))
+
+    def shaper_of(state, rollout):
+        return (functools.partial(add_scores, scores=scores_fn(
+            reward_params(state), rollout), weight=reward_model.weight),)
+    return shaper_of
+
+
+def reward_params(state):
+    """`state.reward_params`, which a configured reward model needs."""
+    if state.reward_params is None:
+        raise ValueError("reward_model needs its parameters in state.reward_params "
+                         "(create_train_state(..., reward_params=...))")
+    return state.reward_params

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import evaluation, models, sampling, scoring, sharding
+from rlvr_jax import evaluation, models, multiturn, sampling, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.train import adaptive
 from rlvr_jax.train import state as state_lib
@@ -241,8 +241,20 @@ def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
                                  chat_template=tokenizer.chat_template, **kwargs)
 
 
+def build_env(config, tokenizer, verifier: scoring.Verifier):
+    """The multi-turn environment of `config.env` (`multiturn.build_env`), or None."""
+    if not config.env.name:
+        return None
+    if not verifier.on_device:
+        raise ConfigError("env.name: multi-turn episodes run inside the one compiled program "
+                          "and need an on-device verifier (reward.verifier token, or a task "
+                          "with one); this reward is scored on the host")
+    return multiturn.build_env(config.env.name, tokenizer, max_turns=config.env.max_turns,
+                               max_turn_tokens=config.env.max_turn_tokens)
+
+
 def build_evaluator(config, model_config, tokenizer, test_source,
-                    verifier: scoring.Verifier) -> evaluation.Evaluator:
+                    verifier: scoring.Verifier, env=None) -> evaluation.Evaluator:
     """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts (a
     finite held-out set with fewer prompts is used once each, not cycled: all of it up to
     `eval.batch_size`, else the largest multiple of `eval.batch_size` it holds)."""
@@ -255,7 +267,7 @@ def build_evaluator(config, model_config, tokenizer, test_source,
                                 prompt_mask(pb.lengths, config.data.max_prompt_len), data,
                                 max_new_tokens=config.sampling.max_new_tokens,
                                 batch_size=batch_size, k=config.eval.k,
-                                temperature=config.eval.temperature)
+                                temperature=config.eval.temperature, env=env)
 
 
 def eval_sizes(config, test_source) -> Tuple[int, int]:
@@ -347,10 +359,10 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
 
 
 def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.Verifier,
-               tx, value_tx, placer: Placer, params, reward_model=None):
+               tx, value_tx, placer: Placer, params, reward_model=None, env=None):
     """step(state, batch, examples) -> (state, metrics, samples): `make_rl_step` (one
     program) with an on-device verifier (and `reward_model`, a `scoring.RewardModel` scored
-    in it), else `make_host_rl_step` (the split path)."""
+    in it; multi-turn episodes with `env`), else `make_host_rl_step` (the split path)."""
     decode_shardings = None
     if config.sampling.decode_rules:  # Re-lay the parameters out for decoding.
         decode_shardings = sharding.logical_to_mesh_sharding(
@@ -368,7 +380,7 @@ def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.
     rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, verifier.token,
                                     return_rollout=True, decode_shardings=decode_shardings,
                                     value_tx=value_tx, shapers=verifier.shapers,
-                                    reward_model=reward_model)
+                                    reward_model=reward_model, env=env)
     return lambda state, batch, examples: rl_step(state, batch)
 
 

@@ -50,7 +50,8 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
 
     c.data = ml_collections.ConfigDict()
     c.data.source = "task"           # task | jsonl | parquet | tfds.
-    c.data.task = "arithmetic"       # source=task: arithmetic | countdown | sorting | synthesis.
+    c.data.task = "arithmetic"       # source=task: arithmetic | countdown | sorting | synthesis
+    #                                  | tool_arithmetic (with env.name="calculator").
     c.data.task_kwargs = ml_collections.ConfigDict(  # The task's knobs (docs/tasks.md).
         dict(ops=("add",), min_digits=1, max_digits=2, style="steps", answer_format="marker"))
     c.data.path = ""                 # File path (jsonl/parquet) or TFDS builder name.
@@ -120,6 +121,13 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     c.sampling.max_new_tokens = 16   # N.
     c.sampling.decode_rules = ""     # "": decode with the training layout; or a mesh.rules
     #                                  preset (e.g. "dp": replicated) to re-lay the params out.
+
+    c.env = ml_collections.ConfigDict()  # Multi-turn episodes with an on-device tool
+    #                                  (docs/multiturn.md); needs an on-device verifier.
+    c.env.name = ""                  # "": single-turn; "calculator": "[12*34]" -> "=408".
+    c.env.max_turns = 2              # Model turns per episode (a call in the last one ends it).
+    c.env.max_turn_tokens = 16       # Tokens per model turn (a turn reaching it ends the episode).
+    #                                  The whole episode fits sampling.max_new_tokens.
 
     c.sft = ml_collections.ConfigDict()  # Supervised warm-up on worked solutions.
     c.sft.steps = 0                  # Supervised steps before RL (0: none).

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import distributed, evaluation, models, scoring, sharding
+from rlvr_jax import distributed, evaluation, models, multiturn, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.train import adaptive, build
@@ -55,6 +55,7 @@ class Run:
     keys: Dict[str, jax.Array]  # init, sft, rl, eval
     reward_model: Any = (None, None)  # build.build_reward_model: (RewardModel, host params)
     adaptive: Any = None  # train/adaptive.attach: told each RL step's results, checkpointed
+    env: Any = None  # build.build_env: the multi-turn environment (config.env), or None
     ckpt: Optional[Checkpointer] = None
     writer: Optional[MetricsWriter] = None
     samples: Optional[SampleWriter] = None
@@ -108,7 +109,9 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     with user_input("reward"):
         verifier = scoring.reward_from_config(config, task, tokenizer)  # Checks config.reward.
     reward_model = build.build_reward_model(config, tokenizer)
-    evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier)
+    env = build.build_env(config, tokenizer, verifier)
+    evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier,
+                                      env)
     workdir_lib.prepare(plan, config)  # The first write.
     if plan.notice and progress and jax.process_index() == 0:
         print(plan.notice, file=sys.stderr, flush=True)
@@ -116,7 +119,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
     r = Run(config, plan.workdir, rl_config_from(config), tokenizer, model_config,
             train_source, warmup_source, build.Placer(mesh, rules, model_config), verifier, evaluator, keys,
-            progress=progress, reward_model=reward_model)
+            progress=progress, reward_model=reward_model, env=env)
     r.ckpt, resumed = open_checkpoints(config, plan)
     return r, resumed
 
@@ -153,12 +156,13 @@ def warm_up(r: Run, params):
                                  seed=config.seed)
     with sharding.activate(r.placer.mesh, r.placer.rules):
         state = supervised_warmup(config, state, step_lib.make_sft_step(r.model_config, tx),
-                                  loader, r.writer)
+                                  loader, r.writer, env=r.env)
     return state.params
 
 
-def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up"):
-    """`config.sft.steps` supervised steps on worked solutions."""
+def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up", env=None):
+    """`config.sft.steps` supervised steps on worked solutions (with a multi-turn `env`, the
+    observation tokens in them are attended to but not predicted: `warmup_loss_mask`)."""
     n_new = config.sampling.max_new_tokens
     tokenizer = loader.tokenizer
     bar = progress_bar(config.sft.steps, bar_desc)
@@ -167,10 +171,10 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
         comp, comp_mask = datasets.completion_arrays(
             [ex.solution for ex in pb.examples], tokenizer, max_len=n_new)
         pmask = build.prompt_mask(pb.lengths, pb.tokens.shape[1])
+        targets = warmup_loss_mask(env, tokenizer, pb, pmask, comp, comp_mask)
         batch = {"tokens": np.concatenate([pb.tokens, comp], 1),
                  "attention": np.concatenate([pmask, comp_mask.astype(np.int32)], 1),
-                 "loss_mask": np.concatenate([np.zeros_like(pmask), comp_mask.astype(np.int32)],
-                                             1)}
+                 "loss_mask": np.concatenate([np.zeros_like(pmask), targets], 1)}
         state, metrics = sft_step(state, jax.tree.map(jnp.asarray, batch))
         if (i + 1) % config.log_every == 0 or i + 1 == config.sft.steps:
             metrics = {k: float(v) for k, v in metrics.items()}
@@ -181,6 +185,22 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
             exclude_compile(bar)
     bar.close()
     return state
+
+
+def warmup_loss_mask(env, tokenizer, pb, pmask, comp, comp_mask) -> np.ndarray:
+    """[P, N] int32 tokens the warm-up predicts: the worked solution (and its EOS), less the
+    observations a multi-turn `env` writes, checked against it (`multiturn.trace_model_mask`)."""
+    if env is None:
+        return comp_mask.astype(np.int32)
+    targets, agrees = multiturn.trace_model_mask(env, (tokenizer.eos_id,), tokenizer.pad_id,
+                                                 comp, comp_mask, pb.tokens, pmask, pb.answers)
+    if not agrees.all():
+        ex = pb.examples[int(np.flatnonzero(~agrees)[0])]
+        raise ConfigError(f"env.name: the warm-up solution of {ex.key!r} ({ex.solution!r}) "
+                          "disagrees with the environment: its observations are not what the "
+                          "tool writes, or it goes on after the episode ends (env.max_turns / "
+                          "env.max_turn_tokens)")
+    return targets
 
 
 def evaluate(r: Run, params, step: int, *, label: str = "") -> Dict[str, float]:
@@ -206,7 +226,7 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
                            reward_params=None if rm is None else r.placer.reward_params(
                                rm_params, rm.config))
     program = build.rl_program(config, r.rl, r.model_config, r.tokenizer, r.verifier, tx,
-                               value_tx, r.placer, params, rm)
+                               value_tx, r.placer, params, rm, env=r.env)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
     r.adaptive = adaptive.attach(config, r.train_source, loader)

@@ -21,9 +21,11 @@ import jax.numpy as jnp
 import optax
 
 from rlvr_jax import advantages as adv_lib
-from rlvr_jax import losses, sampling, scoring
+from rlvr_jax import losses, multiturn, sampling, scoring
 from rlvr_jax.models import ModelConfig
 from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
+from rlvr_jax.scoring.reward_model import reward_model_shaper  # noqa: F401  (re-exported)
+from rlvr_jax.scoring.reward_model import reward_params as _reward_params
 from rlvr_jax.train import objective
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
@@ -338,6 +340,18 @@ def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
     return sample_fn
 
 
+def sample_rollout(params, batch: Batch, rng: jax.Array, *, model_config: ModelConfig,
+                   sampling_config: sampling.SamplingConfig, env=None):
+    """(Rollout, None) from `sampling.generate`, or with an environment (Rollout, Episodes)
+    from `multiturn.generate_episodes` (batch["answers"] reach `env.reset`)."""
+    if env is None:
+        return sampling.generate(params, batch["prompt_tokens"], batch["prompt_mask"], rng,
+                                 model_config=model_config, sampling_config=sampling_config), None
+    return multiturn.generate_episodes(params, batch["prompt_tokens"], batch["prompt_mask"],
+                                       batch["answers"], rng, model_config=model_config,
+                                       sampling_config=sampling_config, env=env)
+
+
 def make_update_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                    rl: RLConfig, tx: optax.GradientTransformation, *,
                    value_tx: Optional[optax.GradientTransformation] = None):
@@ -364,7 +378,7 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
                  rl: RLConfig, tx: optax.GradientTransformation, verifier: Callable, *,
                  value_tx: Optional[optax.GradientTransformation] = None,
                  return_rollout: bool = False, decode_shardings=None, shapers=(),
-                 reward_model: Optional[scoring.RewardModel] = None):
+                 reward_model: Optional[scoring.RewardModel] = None, env=None):
     """ONE jitted program: sample → score on device → advantages → updates.
 
     Args:
@@ -380,6 +394,9 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
       reward_model: a reward model scored in the same program (`scoring.RewardModel`;
         its frozen parameters in `state.reward_params`): its weighted score is added to the
         shaped verdicts, which still decide `reward/correct`.
+      env: a `multiturn.DeviceEnv`: multi-turn episodes with its tool run inside the same
+        program (`multiturn.generate_episodes`); the verifier scores the model's tokens, the
+        environment's per-turn rewards are added, observations get no gradient and no KL.
 
     Returns:
       rl_step(state, batch) -> (state, metrics) with batch = {"prompt_tokens" [P', Tp],
@@ -393,10 +410,13 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
     @functools.partial(jax.jit, donate_argnums=(0,))
     def rl_step(state: TrainState, batch: Batch):
         rng, sample_rng, update_rng = step_keys(state.rng)
-        rollout = sampling.generate(decode_layout(state.params, decode_shardings),
-                                    batch["prompt_tokens"], batch["prompt_mask"], sample_rng,
-                                    model_config=model_config, sampling_config=sampling_config)
+        rollout, episodes = sample_rollout(decode_layout(state.params, decode_shardings), batch,
+                                           sample_rng, model_config=model_config,
+                                           sampling_config=sampling_config, env=env)
         rewards, reward_metrics = score_rollout(state, rollout, batch["answers"])
+        if episodes is not None:  # The environment's per-turn rewards, and its statistics.
+            rewards = rewards + episodes.env_reward
+            reward_metrics.update(multiturn.episode_metrics(rollout, episodes, rewards))
         state, metrics = update(state.replace(rng=rng), rollout, rewards, update_rng,
                                 num_samples=sampling_config.num_samples,
                                 model_config=model_config, rl=rl, tx=tx,
@@ -404,7 +424,7 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
         metrics.update(reward_metrics)
         if return_rollout:  # `correct`: the verdicts `reward/correct` counts (XLA reuses them).
             g = sampling_config.num_samples
-            correct = scoring.is_correct(verifier(rollout.tokens, rollout.mask,
+            correct = scoring.is_correct(verifier(rollout.tokens, rollout.model_mask,
                                                   jnp.repeat(batch["answers"], g, axis=0)))
             return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
                                     "rewards": rewards, "correct": correct}
@@ -459,25 +479,3 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
         return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
                                 "rewards": rewards, "correct": correct}
     return host_rl_step
-
-
-def reward_model_shaper(reward_model: Optional[scoring.RewardModel]):
-    """fn(state, rollout) -> () without a reward model, else (the shaper adding
-    `weight · scores` of the rollout, scored by a jitted call on `state.reward_params`,)."""
-    if reward_model is None:
-        return lambda state, rollout: ()
-    scores_fn = jax.jit(functools.partial(scoring.reward_model_scores,
-                                          reward_model=reward_model))
-
-    def shaper_of(state: TrainState, rollout):
-        return (functools.partial(scoring.add_scores, scores=scores_fn(
-            _reward_params(state), rollout), weight=reward_model.weight),)
-    return shaper_of
-
-
-def _reward_params(state: TrainState):
-    """`state.reward_params`, which a configured reward model needs."""
-    if state.reward_params is None:
-        raise ValueError("reward_model needs its parameters in state.reward_params "
-                         "(create_train_state(..., reward_params=...))")
-    return state.reward_params

@@ -14,7 +14,7 @@ import contextlib
 import os
 from typing import Iterator
 
-from rlvr_jax import sampling, sharding, tasks
+from rlvr_jax import multiturn, sampling, sharding, tasks
 from rlvr_jax.models import config as model_config_lib
 from rlvr_jax.models import presets
 from rlvr_jax.train import algorithms
@@ -81,7 +81,7 @@ _MINIMUMS = (
     ("rl.overlong_buffer", 0), ("eval.every", 0), ("eval.num_prompts", 1),
     ("eval.batch_size", 1), ("eval.k", 1), ("checkpoint.every", 0), ("checkpoint.keep", 1),
     ("mesh.num_devices", 0), ("log_every", 1), ("log_samples_every", 0),
-    ("log_num_samples", 0),
+    ("log_num_samples", 0), ("env.max_turns", 1), ("env.max_turn_tokens", 1),
 )
 
 
@@ -202,6 +202,22 @@ def _check_sampling(config) -> None:
               f"{', '.join(sorted(sharding.RULE_PRESETS))} (or \"\")")
     if not 0 < config.eval.temperature:
         _fail("eval.temperature", f"must be > 0, got {config.eval.temperature}")
+    _check_env(config)
+
+
+def _check_env(config) -> None:
+    e = config.env
+    if not e.name:
+        return
+    if e.name not in multiturn.ENVS:
+        _fail("env.name", f"unknown environment {e.name!r}; known: "
+              f"{', '.join(sorted(multiturn.ENVS))} (or \"\" for single-turn)")
+    if e.max_turn_tokens > config.sampling.max_new_tokens:
+        _fail("env.max_turn_tokens", f"{e.max_turn_tokens} exceeds sampling.max_new_tokens "
+              f"({config.sampling.max_new_tokens}), the whole episode's budget")
+    if config.rl.process_weight > 0:
+        _fail("env.name", "multi-turn episodes run in the one-program path; process rewards "
+              "(rl.process_weight > 0) are scored on the host")
 
 
 def _check_training(config) -> None:
