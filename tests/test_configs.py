@@ -12,6 +12,7 @@ its process pool; no compilation). The split path's step with weighted component
 is run in tests/test_train_step.py with the shapes compiled there already; the learning
 runs are documented commands (docs/tasks.md).
 """
+import dataclasses
 import glob
 import importlib.util
 import json
@@ -55,6 +56,10 @@ REWARD_FEATURES = ("noisy_verifier_arithmetic", "process_min_arithmetic",
 # data schemes run in tests/test_adaptive_data.py (a real filtered run, killed and resumed);
 # here they are validated and built, and their batches and worked solutions must fit.
 ADAPTIVE = ("curriculum_arithmetic", "filter_arithmetic", "mixture_arithmetic")
+# Multi-turn with an on-device tool (docs/multiturn.md): its RL step (sampling with the tool
+# inside the program) runs in tests/test_multiturn.py; here the config is validated, built,
+# and its warm-up traces replayed against the tool and scored.
+MULTITURN = ("tool_calculator",)
 
 # Keys every RL record of metrics.jsonl must have (the issue's list).
 RL_KEYS = ("step", "rollout/reward_mean", "reward/correct", "loss/clip_frac_low",
@@ -133,6 +138,8 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
                     "on-device scoring runs in tests/test_reward_model_step.py)")
     if name in REWARD_FEATURES:
         pytest.skip("reward-feature config: test_reward_feature_config_builds_and_scores")
+    if name in MULTITURN:
+        pytest.skip("multi-turn config: test_multiturn_config_builds_and_replays_its_traces")
     summary, records, workdir = _run(name, tmp_path_factory)
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     rl_records = [r for r in records if r["phase"] == "rl"]
@@ -333,3 +340,37 @@ def test_reward_feature_config_builds_and_scores(name):
         assert metrics["process/step_accuracy"] == 1.0 and steps.ends.any()
     else:  # Majority: every pair agrees; self-certainty: log-probs 0 -> exp(0) = 1.
         np.testing.assert_allclose(rewards, np.ones(8), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", MULTITURN)
+def test_multiturn_config_builds_and_replays_its_traces(name):
+    """The tool config: valid; its warm-up traces agree with the tool (their observations are
+    what it writes, and are left out of the warm-up's targets); the on-device verifier gives
+    the model's tokens of every trace full reward; a trace with a wrong observation is a
+    one-line error naming env.name."""
+    from rlvr_jax.train import loop, validate
+    config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    validate.validate(config)
+    tokenizer = load_tokenizer(config.tokenizer)
+    task, _, _, warmup = build.build_sources(config)
+    verifier = scoring.reward_from_config(config, task, tokenizer)
+    env = build.build_env(config, tokenizer, verifier)
+    pb = next(build.prompt_loader(config, warmup, tokenizer, 32, seed=0))
+    comp, cmask = datasets.completion_arrays([ex.solution for ex in pb.examples], tokenizer,
+                                             max_len=config.sampling.max_new_tokens)
+    pmask = build.prompt_mask(pb.lengths, pb.tokens.shape[1])
+    targets = loop.warmup_loss_mask(env, tokenizer, pb, pmask, comp, cmask)
+    tool = np.array([ex.meta["tool_trace"] for ex in pb.examples])
+    assert tool.any() and (~tool).any()
+    observed = (cmask.astype(np.int32) - targets).sum(axis=1)
+    assert (observed[tool] > 0).all() and (observed[~tool] == 0).all()
+    np.testing.assert_array_equal(np.asarray(verifier.token(comp, targets, pb.answers)), 1.0)
+    i = int(np.flatnonzero(tool)[0])
+    wrong = pb.examples[i].solution.replace("=", "=1", 1)
+    comp2, cmask2 = datasets.completion_arrays([wrong] + [ex.solution for ex in pb.examples[1:]],
+                                               tokenizer, max_len=config.sampling.max_new_tokens)
+    pb2 = dataclasses.replace(pb, examples=[pb.examples[i]] + list(pb.examples[1:]),
+                              tokens=np.concatenate([pb.tokens[i:i + 1], pb.tokens[1:]]))
+    pmask2 = np.concatenate([pmask[i:i + 1], pmask[1:]])
+    with pytest.raises(build.ConfigError, match="env.name: the warm-up solution"):
+        loop.warmup_loss_mask(env, tokenizer, pb2, pmask2, comp2, cmask2)
