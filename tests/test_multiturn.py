@@ -110,14 +110,23 @@ def test_replay_marks_observations_and_checks_them(tok):
     assert agrees.tolist() == [True, True, False, False]
 
 
-def test_rollout_writes_observations_after_each_call(tiny_params, tiny_config, tok):
-    env = _every_token_env(tiny_config.vocab_size, tok.eos_id)
-    prompts, pmask = _prompts(tok, ["12+3=", "7+8="])
+@pytest.fixture(scope="module")
+def episodes(params, model_config, tok):
+    """(env, prompts [8, Tp], mask, rollout, Episodes): 8 prompts × G=2 of the tiny model with
+    an env where every model token calls (compiled once for the tests below)."""
+    env = _every_token_env(model_config.vocab_size, tok.eos_id)
+    prompts, pmask = _prompts(tok, ["12+3=", "7+8=", "1+1=", "40+2="] * 2)
     rollout, eps = multiturn.jit_generate_episodes(
-        tiny_params, prompts, pmask, jnp.zeros((2,), jnp.int32), jax.random.PRNGKey(1),
-        model_config=tiny_config, sampling_config=_sc(tok), env=env)
+        params, prompts, pmask, jnp.zeros((8,), jnp.int32), jax.random.PRNGKey(3),
+        model_config=model_config, sampling_config=_sc(tok), env=env)
+    return env, prompts, pmask, rollout, eps
+
+
+def test_rollout_writes_observations_after_each_call(episodes, tok):
+    env, _, _, rollout, eps = episodes
     tokens, mask, loss = (np.asarray(x) for x in (rollout.tokens, rollout.mask,
                                                   rollout.loss_mask))
+    assert np.asarray(eps.calls).max() > 0
     for row in range(tokens.shape[0]):
         # Pattern: model token, 2 observation tokens, ... (every token calls; eos stops).
         n_real = mask[row].sum()
@@ -137,20 +146,16 @@ def test_rollout_writes_observations_after_each_call(tiny_params, tiny_config, t
         assert int(eps.calls[row]) == calls
         assert float(eps.env_reward[row]) == pytest.approx(0.5 * calls)
     np.testing.assert_array_equal(np.asarray(rollout.logprobs)[loss == 0], 0.0)
-    metrics = multiturn.episode_metrics(rollout, eps, jnp.ones((4,)))
+    metrics = multiturn.episode_metrics(rollout, eps, jnp.ones((16,)))
     assert 0 < float(metrics["episode/observation_fraction"]) < 1
     assert float(metrics["tool/calls"]) == pytest.approx(float(np.mean(eps.calls)))
 
 
-def test_cached_decoding_equals_a_full_forward_over_the_conversation(tiny_params, tiny_config,
-                                                                     tok):
-    env = _every_token_env(tiny_config.vocab_size, tok.eos_id, max_turns=5)
-    prompts, pmask = _prompts(tok, ["12+3=", "7+8=", "1+1="])
-    rollout, _ = multiturn.jit_generate_episodes(
-        tiny_params, prompts, pmask, jnp.zeros((3,), jnp.int32), jax.random.PRNGKey(2),
-        model_config=tiny_config, sampling_config=_sc(tok, num_samples=3), env=env)
+def test_cached_decoding_equals_a_full_forward_over_the_conversation(episodes, params,
+                                                                     model_config):
+    _, prompts, _, rollout, _ = episodes
     tokens, attention = rollout.sequences()
-    logp, _ = models.sequence_logprobs(tiny_params, tokens, attention, config=tiny_config)
+    logp, _ = models.sequence_logprobs(params, tokens, attention, config=model_config)
     tp = prompts.shape[1]
     model = np.asarray(rollout.loss_mask, bool)
     assert (np.asarray(rollout.mask, bool) & ~model).any()  # Observations are in there.
@@ -158,36 +163,25 @@ def test_cached_decoding_equals_a_full_forward_over_the_conversation(tiny_params
                                np.asarray(rollout.logprobs)[model], atol=2e-5)
 
 
-# ----------------------------------------------------------------------------- training
-
-def _episodes(params, model_config, tok, *, p=2, g=2, seed=3):
-    env = _every_token_env(model_config.vocab_size, tok.eos_id)
-    prompts, pmask = _prompts(tok, ["12+3=", "7+8=", "1+1=", "40+2="][:p])
-    rollout, eps = multiturn.jit_generate_episodes(
-        params, prompts, pmask, jnp.zeros((p,), jnp.int32), jax.random.PRNGKey(seed),
-        model_config=model_config, sampling_config=_sc(tok, num_samples=g), env=env)
-    return env, prompts, pmask, rollout, eps
-
-
-def test_observations_get_no_gradient_and_no_kl(params, model_config, tok):
+def test_observations_get_no_gradient_and_no_kl(episodes):
     """The experience trains on the model's tokens only; d(loss)/d(log-prob) of an
     observation token is 0 for the clipped policy loss + KL loss + entropy of GRPO."""
     from rlvr_jax.train import algorithms, experience
-    _, _, _, rollout, _ = _episodes(params, model_config, tok)
-    rewards = jnp.asarray([[1.0, 0.0], [0.0, 1.0]])
-    exp = experience.experience_from(experience.Groups(rollout, rewards, jnp.ones((2,), bool)))
+    rollout = episodes[3]
+    rewards = jnp.asarray([[1.0, 0.0], [0.0, 1.0]] * 4)
+    exp = experience.experience_from(experience.Groups(rollout, rewards, jnp.ones((8,), bool)))
     np.testing.assert_array_equal(exp.mask, rollout.loss_mask)
     obs = np.asarray(rollout.mask - rollout.loss_mask, bool)
     assert obs.any()
-    rl = step_lib_rl(kl_coef=0.1, entropy_coef=0.01)
+    rl = step_lib_rl(num_prompts=8, kl_coef=0.1, entropy_coef=0.01)
     algo = algorithms.resolve(rl)
-    adv = algo.group_advantages(rewards, jnp.ones((2,), bool)).reshape(-1)
+    adv = algo.group_advantages(rewards, jnp.ones((8,), bool)).reshape(-1)
     rng = np.random.default_rng(0)
     old = jnp.asarray(rng.normal(-2, 0.3, exp.mask.shape), jnp.float32)
     ref = jnp.asarray(rng.normal(-2, 0.3, exp.mask.shape), jnp.float32)
     counts = {k: jnp.maximum(v, 1.0) for k, v in
               __import__("rlvr_jax.losses", fromlist=["x"]).global_counts(exp.mask).items()}
-    counts["num_rows"] = jnp.asarray(4.0)
+    counts["num_rows"] = jnp.asarray(16.0)
 
     def loss(logp, ref_logp):
         per_token, _ = algo.policy_loss(logp, old, adv, exp.mask)
@@ -248,24 +242,42 @@ def test_one_program_rl_step_with_a_tool(params, model_config, tok):
                                                        jax.tree.leaves(params)))
 
 
-def test_rollout_sharded_over_8_devices_equals_unsharded(params, model_config, tok):
+def test_rollout_sharded_over_8_devices_equals_unsharded(episodes, params, model_config, tok):
     """Prompts sharded over an 8-device data axis, parameters replicated."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as PS
-    env, prompts, pmask, rollout, eps = _episodes(params, model_config, tok, p=4, g=2)
+    env, prompts, pmask, ref, ref_eps = episodes
     mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
     rows, rep = NamedSharding(mesh, PS("data")), NamedSharding(mesh, PS())
     run = jax.jit(lambda p_, t, m, a, r: multiturn.generate_episodes(
-        p_, t, m, a, r, model_config=model_config, sampling_config=_sc(tok, num_samples=2),
-        env=env), in_shardings=(rep, rows, rows, rep, rep), out_shardings=rows)
-    # 4 prompts × 2 samples = 8 rows: tile the prompts to 8 so they split over 8 devices.
-    t8, m8 = jnp.concatenate([prompts] * 2), jnp.concatenate([pmask] * 2)
-    got, got_eps = run(params, t8, m8, jnp.zeros((8,), jnp.int32), jax.random.PRNGKey(3))
+        p_, t, m, a, r, model_config=model_config, sampling_config=_sc(tok), env=env),
+        in_shardings=(rep, rows, rows, rep, rep), out_shardings=rows)
+    got, got_eps = run(params, prompts, pmask, jnp.zeros((8,), jnp.int32), jax.random.PRNGKey(3))
     assert got.tokens.sharding.spec == PS("data")
-    ref, ref_eps = multiturn.jit_generate_episodes(
-        params, t8, m8, jnp.zeros((8,), jnp.int32), jax.random.PRNGKey(3),
-        model_config=model_config, sampling_config=_sc(tok, num_samples=2), env=env)
     for name in ("tokens", "mask", "loss_mask", "turn_ids"):
         np.testing.assert_array_equal(np.asarray(getattr(got, name)),
                                       np.asarray(getattr(ref, name)), err_msg=name)
     np.testing.assert_allclose(np.asarray(got.logprobs), np.asarray(ref.logprobs), atol=1e-5)
     np.testing.assert_array_equal(np.asarray(got_eps.calls), np.asarray(ref_eps.calls))
+
+
+def test_the_docs_environment_example_runs(tok):
+    """docs/multiturn.md's ≤20-line environment, executed as written."""
+    import os
+    import re
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "multiturn.md")).read()
+    section = doc[doc.index("## Writing an environment"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert len(code.strip().splitlines()) <= 20
+    scope = {}
+    exec(compile(code, "docs/multiturn.md", "exec"), scope)
+    digits = tuple(tok.encode(str(d))[0] for d in range(10))
+    env = scope["Countdown3"](call_end_ids=(tok.encode("]")[0],), max_turns=5,
+                              max_obs_tokens=2, digit_ids=digits)
+    state = env.reset(jnp.zeros((2, 3), jnp.int32), jnp.ones((2, 3), jnp.int32),
+                      jnp.zeros((2,), jnp.int32))
+    dones, obs = [], []
+    for _ in range(3):
+        state, out = env.step(state, jnp.zeros((2, 4), jnp.int32), jnp.ones((2,), jnp.int32))
+        dones.append(bool(out.done[0]))
+        obs.append(tok.decode([int(out.obs[0, 0])]))
+    assert obs == ["2", "1", "0"] and dones == [False, False, True]

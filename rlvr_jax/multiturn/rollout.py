@@ -156,6 +156,25 @@ def _write(buffers, t, columns):
                  for buf, col in zip(buffers, columns))
 
 
+def _start(params, prompt_tokens, prompt_mask, answers, *, model_config: ModelConfig,
+           sampling_config: sampling.SamplingConfig, env: DeviceEnv):
+    """Prefill the P prompts once and share them over G rows each: (prepared params, a cache
+    of Tp + N - 1 slots for B = P·G rows, first-token logits [B, V], (prompt tokens, prompt
+    mask) [B, Tp], the rows' TurnState after `env.reset`)."""
+    g, n = sampling_config.num_samples, sampling_config.max_new_tokens
+    tp = prompt_tokens.shape[1]
+    prompt_tokens = prompt_tokens.astype(jnp.int32)
+    prompt_mask = (prompt_mask != 0).astype(jnp.int32)
+    prepared, cache, first_logits = sampling.prefill(params, prompt_tokens, prompt_mask,
+                                                     model_config=model_config,
+                                                     sampling_config=sampling_config)
+    cache = decoding.resize_cache(cache, tp + n - 1, repeats=g)
+    rows = (jnp.repeat(prompt_tokens, g, axis=0), jnp.repeat(prompt_mask, g, axis=0))
+    env_state = env.reset(*rows, jnp.repeat(jnp.asarray(answers, jnp.int32), g))
+    return (prepared, cache, jnp.repeat(first_logits, g, axis=0), rows,
+            init_turns(env, env_state, rows[0].shape[0]))
+
+
 def generate_episodes(params, prompt_tokens: jax.Array, prompt_mask: jax.Array,
                       answers: jax.Array, rng: jax.Array, *, model_config: ModelConfig,
                       sampling_config: sampling.SamplingConfig, env: DeviceEnv
@@ -178,18 +197,11 @@ def generate_episodes(params, prompt_tokens: jax.Array, prompt_mask: jax.Array,
     """
     sampling._check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
     sc, mc = sampling_config, model_config
-    g, n = sc.num_samples, sc.max_new_tokens
-    p, tp = prompt_tokens.shape
-    b = p * g
-    prompt_tokens = prompt_tokens.astype(jnp.int32)
-    prompt_mask = (prompt_mask != 0).astype(jnp.int32)
-    prepared, cache, first_logits = sampling.prefill(params, prompt_tokens, prompt_mask,
-                                                     model_config=mc, sampling_config=sc)
-    cache = decoding.resize_cache(cache, tp + n - 1, repeats=g)
-    rows_prompts, rows_mask = (jnp.repeat(prompt_tokens, g, axis=0),
-                               jnp.repeat(prompt_mask, g, axis=0))
-    turns = init_turns(env, env.reset(rows_prompts, rows_mask,
-                                      jnp.repeat(jnp.asarray(answers, jnp.int32), g)), b)
+    n = sc.max_new_tokens
+    prepared, cache, first_logits, prompts, turns = _start(
+        params, prompt_tokens, prompt_mask, answers, model_config=mc, sampling_config=sc,
+        env=env)
+    b = first_logits.shape[0]
     rngs = jax.random.split(rng, 2)
 
     def column(t, logits, key, turns, buffers):
@@ -203,8 +215,7 @@ def generate_episodes(params, prompt_tokens: jax.Array, prompt_mask: jax.Array,
     buffers = (jnp.full((b, n), sc.pad_id, jnp.int32), jnp.zeros((b, n), jnp.float32),
                jnp.zeros((b, n), jnp.int32), jnp.zeros((b, n), jnp.int32),
                jnp.full((b, n), -1, jnp.int32))
-    turns, tok, live, buffers = column(0, jnp.repeat(first_logits, g, axis=0), rngs[0], turns,
-                                       buffers)
+    turns, tok, live, buffers = column(0, first_logits, rngs[0], turns, buffers)
 
     def body(state):  # Step t feeds column t - 1 (cache slot Tp + t - 1), writes column t.
         t, cache, tok, live, turns, buffers = state
@@ -225,7 +236,7 @@ def generate_episodes(params, prompt_tokens: jax.Array, prompt_mask: jax.Array,
         tokens=tokens, mask=masks, logprobs=logps,
         lengths=jnp.sum(masks, axis=1, dtype=jnp.int32),
         finished=turns.done & ~turns.cut,
-        prompt_tokens=rows_prompts, prompt_mask=rows_mask, loss_mask=loss_masks,
+        prompt_tokens=prompts[0], prompt_mask=prompts[1], loss_mask=loss_masks,
         turn_ids=turn_ids)
     return rollout, turns.stats
 
