@@ -25,12 +25,12 @@ def get_config():
     config.sampling.max_new_tokens = 32  # "[123*456]" + "=56088" + " #### 56088" + EOS: 26.
     config.sft.steps = 400
     config.sft.batch_size = 64
-    config.rl.steps = 200
+    config.rl.steps = 100
     config.rl.learning_rate = 1e-4
     config.rl.kl_coef = 0.0           # No reference model: faster on CPU.
     config.rl.num_prompts = 16
     config.rl.num_samples = 8
-    config.eval.every = 50
+    config.eval.every = 25
     config.eval.k = 4
     config.checkpoint.every = 100
     config.checkpoint.keep = 1

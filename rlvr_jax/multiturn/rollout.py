@@ -58,6 +58,7 @@ class TurnState:
     turn_len: jax.Array   # [B]
     done: jax.Array       # [B] bool
     cut: jax.Array        # [B] bool: ended by a full turn (truncated)
+    pending: jax.Array    # [B] bool: called a host environment, not answered yet
     stats: Episodes
     env: object           # the environment's per-row state
 
@@ -69,6 +70,7 @@ def init_turns(env: DeviceEnv, env_state, batch: int) -> TurnState:
                      obs_pos=zi, in_obs=jnp.zeros((batch,), bool),
                      turn=jnp.zeros((batch, env.max_turn_tokens), jnp.int32), turn_len=zi,
                      done=jnp.zeros((batch,), bool), cut=jnp.zeros((batch,), bool),
+                     pending=jnp.zeros((batch,), bool),
                      stats=Episodes(turns=zi, calls=zi, errors=zi,
                                     env_reward=jnp.zeros((batch,), jnp.float32)),
                      env=env_state)
@@ -87,10 +89,10 @@ def _where_rows(rows, new, old):
                         new, old)
 
 
-def _call_env(env: DeviceEnv, s: TurnState, turn, turn_len, ask):
+def _call_env(env: DeviceEnv, s: TurnState, ask):
     """(env state, EnvStep) of the rows in `ask`; the env runs only if some row asks."""
     def run(_):
-        return env.step(s.env, turn, turn_len)
+        return env.step(s.env, s.turn, s.turn_len)
 
     def skip(_):
         b = ask.shape[0]
@@ -104,6 +106,10 @@ def _call_env(env: DeviceEnv, s: TurnState, turn, turn_len, ask):
 def advance(env: DeviceEnv, stop_ids: Tuple[int, ...], pad_id: int, s: TurnState,
             proposed: jax.Array) -> Tuple[TurnState, jax.Array, jax.Array, jax.Array]:
     """One column of every episode: the model's proposed token or the next observation token.
+
+    A turn that ends with a call is answered at once by an on-device `env.step` (`answer`);
+    for a host environment (`env.on_host`) the row is marked `pending` instead and the
+    caller answers it (`multiturn.host`) before the next column.
 
     Args:
       s: the rows' state before this column.
@@ -131,29 +137,37 @@ def advance(env: DeviceEnv, stop_ids: Tuple[int, ...], pad_id: int, s: TurnState
     turns = s.stats.turns + (stop | call | full)
     last_turn = call & (turns >= env.max_turns)
     ask = call & ~last_turn
-
-    env_state, out = _call_env(env, s, turn, turn_len, ask)
     obs_pos = s.obs_pos + in_obs
+    s = s.replace(turn=turn, turn_len=jnp.where(stop | full | last_turn, 0, turn_len),
+                  obs_pos=obs_pos, in_obs=in_obs & (obs_pos < s.obs_len),
+                  done=s.done | stop | full | last_turn, cut=s.cut | full,
+                  stats=s.stats.replace(turns=turns))
+    if getattr(env, "on_host", False):
+        return s.replace(pending=ask), token, is_model, live, turn_id
+    env_state, out = _call_env(env, s, ask)
+    return answer(env, s, ask, env_state, out), token, is_model, live, turn_id
+
+
+def answer(env: DeviceEnv, s: TurnState, ask: jax.Array, env_state, out: EnvStep) -> TurnState:
+    """The rows in `ask` [B] get the environment's answer `out`: their next columns are its
+    observation (if any), their turn restarts, its reward / error / done are recorded."""
     obs_len = jnp.clip(out.obs_len, 0, env.max_obs_tokens)
-    stats = Episodes(turns=turns, calls=s.stats.calls + ask,
-                     errors=s.stats.errors + (ask & out.error),
-                     env_reward=s.stats.env_reward + jnp.where(ask, out.reward, 0.0))
-    state = TurnState(
-        obs=jnp.where(ask[:, None], out.obs, s.obs),
-        obs_len=jnp.where(ask, obs_len, s.obs_len),
-        obs_pos=jnp.where(ask, 0, obs_pos),
-        in_obs=jnp.where(ask, obs_len > 0, in_obs & (obs_pos < s.obs_len)),
-        turn=turn, turn_len=jnp.where(stop | call | full, 0, turn_len),
-        done=s.done | stop | full | last_turn | (ask & out.done), cut=s.cut | full,
-        stats=stats, env=env_state)
-    return state, token, is_model, live, turn_id
+    stats = s.stats
+    return s.replace(
+        obs=jnp.where(ask[:, None], out.obs.astype(jnp.int32), s.obs),
+        obs_len=jnp.where(ask, obs_len, s.obs_len), obs_pos=jnp.where(ask, 0, s.obs_pos),
+        in_obs=jnp.where(ask, obs_len > 0, s.in_obs), turn_len=jnp.where(ask, 0, s.turn_len),
+        done=s.done | (ask & out.done), pending=s.pending & ~ask, env=env_state,
+        stats=stats.replace(calls=stats.calls + ask, errors=stats.errors + (ask & out.error),
+                            env_reward=stats.env_reward + jnp.where(ask, out.reward, 0.0)))
 
 
 def _write(buffers, t, columns):
-    """Writes columns [B] at column t of each [B, N] buffer."""
+    """Writes columns [B] at column t of the first len(columns) [B, N] buffers (the rest are
+    passed through)."""
     return tuple(jax.lax.dynamic_update_slice_in_dim(buf, col[:, None].astype(buf.dtype), t,
                                                      axis=1)
-                 for buf, col in zip(buffers, columns))
+                 for buf, col in zip(buffers, columns)) + tuple(buffers[len(columns):])
 
 
 def _start(params, prompt_tokens, prompt_mask, answers, *, model_config: ModelConfig,
@@ -175,6 +189,70 @@ def _start(params, prompt_tokens, prompt_mask, answers, *, model_config: ModelCo
             init_turns(env, env_state, rows[0].shape[0]))
 
 
+def _column(t, logits, key, turns, buffers, *, sampling_config, env):
+    """Samples a token for every row, `advance`s, writes column t of the [B, N] buffers
+    (tokens, log-probs, mask, loss mask, turn ids)."""
+    sc = sampling_config
+    proposed, logp = sampling._sample(logits, key, sc)
+    turns, tok, is_model, live, turn_id = advance(env, sc.stop_token_ids, sc.pad_id, turns,
+                                                  proposed)
+    buffers = _write(buffers, t, (tok, jnp.where(is_model, logp, 0.0), live, is_model,
+                                  jnp.where(live, turn_id, -1)))
+    return turns, tok, live, buffers
+
+
+def begin(params, prompt_tokens, prompt_mask, answers, rng, *, model_config: ModelConfig,
+          sampling_config: sampling.SamplingConfig, env: DeviceEnv):
+    """(prepared params, step key, loop state) after the prefill and column 0; the loop
+    state is (t, cache, token fed next [B], live [B], TurnState, buffers)."""
+    sc, n = sampling_config, sampling_config.max_new_tokens
+    prepared, cache, first_logits, prompts, turns = _start(
+        params, prompt_tokens, prompt_mask, answers, model_config=model_config,
+        sampling_config=sc, env=env)
+    b = first_logits.shape[0]
+    rngs = jax.random.split(rng, 2)
+    buffers = (jnp.full((b, n), sc.pad_id, jnp.int32), jnp.zeros((b, n), jnp.float32),
+               jnp.zeros((b, n), jnp.int32), jnp.zeros((b, n), jnp.int32),
+               jnp.full((b, n), -1, jnp.int32), prompts[0], prompts[1])
+    turns, tok, live, buffers = _column(0, first_logits, rngs[0], turns, buffers,
+                                        sampling_config=sc, env=env)
+    return prepared, rngs[1], (jnp.ones((), jnp.int32), cache, tok, live, turns, buffers)
+
+
+def decode(prepared, step_key, state, *, model_config: ModelConfig,
+           sampling_config: sampling.SamplingConfig, env: DeviceEnv):
+    """Runs the decode loop from `state` until every episode is over, the N columns are
+    written, or (host environments) some row waits for an answer; returns the loop state."""
+    mc, sc = model_config, sampling_config
+
+    def body(state):  # Step t feeds column t - 1 (cache slot Tp + t - 1), writes column t.
+        t, cache, tok, live, turns, buffers = state
+        prep, t = jax.lax.optimization_barrier((prepared, t))  # As in `sampling.decode_step`.
+        logits, cache = decoding.forward(prep, tok[:, None], config=mc, cache=cache,
+                                         attention_mask=live[:, None].astype(jnp.int32))
+        turns, tok, live, buffers = _column(t, logits[:, 0], jax.random.fold_in(step_key, t),
+                                            turns, buffers, sampling_config=sc, env=env)
+        return t + 1, cache, tok, live, turns, buffers
+
+    def cond(state):
+        turns = state[4]
+        return (state[0] < sc.max_new_tokens) & ~jnp.all(turns.done) & ~jnp.any(turns.pending)
+
+    return jax.lax.while_loop(cond, body, state)
+
+
+def finish(state) -> Tuple[sampling.Rollout, Episodes]:
+    """(Rollout, Episodes) of a finished loop state."""
+    turns = state[4]
+    tokens, logps, masks, loss_masks, turn_ids, prompt_tokens, prompt_mask = state[5]
+    rollout = sampling.Rollout(
+        tokens=tokens, mask=masks, logprobs=logps,
+        lengths=jnp.sum(masks, axis=1, dtype=jnp.int32), finished=turns.done & ~turns.cut,
+        prompt_tokens=prompt_tokens, prompt_mask=prompt_mask, loss_mask=loss_masks,
+        turn_ids=turn_ids)
+    return rollout, turns.stats
+
+
 def generate_episodes(params, prompt_tokens: jax.Array, prompt_mask: jax.Array,
                       answers: jax.Array, rng: jax.Array, *, model_config: ModelConfig,
                       sampling_config: sampling.SamplingConfig, env: DeviceEnv
@@ -188,7 +266,7 @@ def generate_episodes(params, prompt_tokens: jax.Array, prompt_mask: jax.Array,
       rng: PRNG key; the same key gives the same episodes.
       model_config, sampling_config: static, as for `sampling.generate`
         (`cache_window` is not used: one loop over the full cache).
-      env: the environment (static).
+      env: the on-device environment (static).
 
     Returns:
       (Rollout with B = P·G rows, N = max_new_tokens columns, `loss_mask` and
@@ -196,49 +274,11 @@ def generate_episodes(params, prompt_tokens: jax.Array, prompt_mask: jax.Array,
       in its last turn, not by a full turn or the column budget); Episodes).
     """
     sampling._check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
-    sc, mc = sampling_config, model_config
-    n = sc.max_new_tokens
-    prepared, cache, first_logits, prompts, turns = _start(
-        params, prompt_tokens, prompt_mask, answers, model_config=mc, sampling_config=sc,
-        env=env)
-    b = first_logits.shape[0]
-    rngs = jax.random.split(rng, 2)
-
-    def column(t, logits, key, turns, buffers):
-        proposed, logp = sampling._sample(logits, key, sc)
-        turns, tok, is_model, live, turn_id = advance(env, sc.stop_token_ids, sc.pad_id,
-                                                      turns, proposed)
-        buffers = _write(buffers, t, (tok, jnp.where(is_model, logp, 0.0), live, is_model,
-                                      jnp.where(live, turn_id, -1)))
-        return turns, tok, live, buffers
-
-    buffers = (jnp.full((b, n), sc.pad_id, jnp.int32), jnp.zeros((b, n), jnp.float32),
-               jnp.zeros((b, n), jnp.int32), jnp.zeros((b, n), jnp.int32),
-               jnp.full((b, n), -1, jnp.int32))
-    turns, tok, live, buffers = column(0, first_logits, rngs[0], turns, buffers)
-
-    def body(state):  # Step t feeds column t - 1 (cache slot Tp + t - 1), writes column t.
-        t, cache, tok, live, turns, buffers = state
-        prep, t = jax.lax.optimization_barrier((prepared, t))  # As in `sampling.decode_step`.
-        logits, cache = decoding.forward(prep, tok[:, None], config=mc, cache=cache,
-                                         attention_mask=live[:, None].astype(jnp.int32))
-        turns, tok, live, buffers = column(t, logits[:, 0], jax.random.fold_in(rngs[1], t),
-                                           turns, buffers)
-        return t + 1, cache, tok, live, turns, buffers
-
-    def cond(state):
-        return (state[0] < n) & ~jnp.all(state[4].done)
-
-    state = (jnp.ones((), jnp.int32), cache, tok, live, turns, buffers)
-    _, _, _, _, turns, (tokens, logps, masks, loss_masks, turn_ids) = jax.lax.while_loop(
-        cond, body, state)
-    rollout = sampling.Rollout(
-        tokens=tokens, mask=masks, logprobs=logps,
-        lengths=jnp.sum(masks, axis=1, dtype=jnp.int32),
-        finished=turns.done & ~turns.cut,
-        prompt_tokens=prompts[0], prompt_mask=prompts[1], loss_mask=loss_masks,
-        turn_ids=turn_ids)
-    return rollout, turns.stats
+    if getattr(env, "on_host", False):
+        raise ValueError(f"{type(env).__name__} runs on the host: use multiturn.play_on_host")
+    kw = dict(model_config=model_config, sampling_config=sampling_config, env=env)
+    prepared, step_key, state = begin(params, prompt_tokens, prompt_mask, answers, rng, **kw)
+    return finish(decode(prepared, step_key, state, **kw))
 
 
 def replay_model_mask(env: DeviceEnv, stop_ids: Tuple[int, ...], pad_id: int,
