@@ -273,6 +273,35 @@ def _run_jobs(programs, tests, todo, mode, config, parallel) -> dict:
             for j, k in enumerate(todo)}
 
 
+def run_program_output(program: str, *, config: SandboxConfig = SandboxConfig(),
+                       stdin: str = "") -> tuple[str, str]:
+    """Runs ``program`` once in the sandbox with ``stdin``; (its stdout, status): status
+    ``"ok"`` when it exited normally (exit code 0 or ``SystemExit``), ``"error"`` when it
+    raised or exited non-zero, ``"timeout"`` / ``"crashed"`` as in :class:`SandboxResult`.
+    Never raises for program behaviour (the Python tool of `rlvr_jax.multiturn.tools`)."""
+    if not isinstance(program, str):
+        raise ValueError(f"program must be a str, got {type(program).__name__}")
+    job, _ = _prepare(program, [{"input": stdin, "output": ""}], "io", config)
+    is_root = os.geteuid() == 0
+    pw = pwd.getpwnam(config.user) if is_root else None
+    uid, gid = (pw.pw_uid, pw.pw_gid) if pw else (os.getuid(), os.getgid())
+    with _sandbox.lock():
+        try:
+            session = _sandbox.session(find_sandbox_python(config), uid, gid,
+                                       config.require_isolation)
+        except _sandbox.IsolationError as e:
+            raise RuntimeError(str(e)) from None
+        reply = session.run([job], parallel=1,
+                            deadline=time.monotonic() + config.timeout_s + 11.0).get(0)
+    if reply is None or reply["timed_out"]:
+        return "", "timeout"
+    values, meta = _verdict.read_lines(reply["result"], 1, "out")
+    if 0 not in values:
+        return "", "crashed" if not meta["done"] else "error"
+    out, exit_code = values[0]
+    return str(out), "ok" if exit_code in (0, None) else "error"
+
+
 def run_tests(program: str, tests: list, *, config: SandboxConfig = SandboxConfig(),
               mode: str = "assert") -> SandboxResult:
     """Run ``program`` against ``tests`` in the sandbox; never raises for program behaviour.

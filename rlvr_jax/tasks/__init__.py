@@ -17,9 +17,11 @@ from rlvr_jax.tasks.sorting import Sorting
 from rlvr_jax.tasks.synthesis import Synthesis
 from rlvr_jax.tasks.token_verifier import answers_array, make_token_verifier
 from rlvr_jax.tasks.tool_arithmetic import ToolArithmetic
+from rlvr_jax.tasks.guess_number import GuessNumberTask
 
 TASKS = {"arithmetic": Arithmetic, "countdown": Countdown, "sorting": Sorting,
-         "synthesis": Synthesis, "tool_arithmetic": ToolArithmetic}
+         "synthesis": Synthesis, "tool_arithmetic": ToolArithmetic,
+         "guess_number": GuessNumberTask}
 
 
 def get(name: str, **knobs) -> Task:
@@ -29,5 +31,5 @@ def get(name: str, **knobs) -> Task:
     return TASKS[name](**knobs)
 
 
-__all__ = ["Arithmetic", "Countdown", "Sorting", "Synthesis", "ToolArithmetic", "Example", "Task", "MARKER", "TASKS",
+__all__ = ["Arithmetic", "Countdown", "Sorting", "Synthesis", "ToolArithmetic", "GuessNumberTask", "Example", "Task", "MARKER", "TASKS",
            "get", "split_of", "extract_int_answer", "make_token_verifier", "answers_array"]

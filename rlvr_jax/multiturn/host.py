@@ -1,0 +1,176 @@
+"""Multi-turn episodes with tools on the host, the KV cache kept on the device.
+
+Most real tools — a Python interpreter, a search over a corpus, a game — cannot be JAX
+functions. `play_on_host` runs the same decode loop as `generate_episodes` in compiled
+segments: a segment stops as soon as some row's model turn ends with a call (its row is
+marked `pending`, `advance`) or every episode is over; the host then reads the calling rows'
+turns, runs the tool calls in parallel threads, writes the observations into the loop state
+(`answer`, compiled) and the next segment continues from the same cache. The rows that did
+not call only pause. With the same seed, an environment gives the same episodes on either
+path (tested with the calculator).
+
+    env = HostCalculator(call_end_ids=(close_id,), max_turns=2, max_turn_tokens=16,
+                         max_obs_tokens=10)
+    tools = HostTools(env, tokenizer, num_workers=4)
+    rollout, episodes = play_on_host(params, prompt_tokens, prompt_mask, answers, rng,
+                                     model_config=mc, sampling_config=sc, env=env,
+                                     tools=tools, examples=examples)
+
+A tool that raises, or runs past `timeout_s`, answers with `error_text` (counted in
+`tool/error_rate`) and the episode goes on. A thread cannot be killed: a hung pure-Python
+tool keeps its thread (the pool grows a new one); tools that run untrusted code should run it
+in a killable process, as `PythonTool` does (the sandbox of `rlvr_jax.rewards.code`).
+"""
+import concurrent.futures
+import dataclasses
+import functools
+import time
+from typing import Any, ClassVar, List, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rlvr_jax import sampling
+from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.multiturn.env import DeviceEnv, EnvStep
+from rlvr_jax.multiturn.rollout import Episodes, answer, begin, decode, finish
+
+
+@dataclasses.dataclass
+class HostReply:
+    """A host tool's answer to one call: observation text, the row's new state, reward,
+    done (end the episode), error (a failed call)."""
+    text: str
+    state: Any = None
+    reward: float = 0.0
+    done: bool = False
+    error: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class HostEnv(DeviceEnv):
+    """Base class of host environments (same limits as `DeviceEnv`; hashable, so it is a
+    static argument of the compiled segments).
+
+    Subclasses implement `respond` (and `start` for per-episode state). Attributes besides
+    `DeviceEnv`'s: timeout_s (per call), error_text (the observation of a failed call).
+    """
+    on_host: ClassVar[bool] = True
+    timeout_s: float = 5.0
+    error_text: str = " error"
+
+    def start(self, example) -> Any:
+        """The state of a new episode on `example` (a task `Example`, or None)."""
+        del example
+        return None
+
+    def respond(self, state: Any, turn_text: str) -> HostReply:
+        """Answers one call: `turn_text` is the model's turn (close tag included)."""
+        raise NotImplementedError
+
+
+class HostTools:
+    """Runs a `HostEnv`'s calls for a batch of episodes in parallel threads.
+
+    Args:
+      env: the environment; tokenizer: decodes the turns and encodes the observations
+      (cut to `env.max_obs_tokens`); num_workers: parallel calls.
+    """
+
+    def __init__(self, env: HostEnv, tokenizer, *, num_workers: int = 4):
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        self.env, self.tokenizer = env, tokenizer
+        self.pool = concurrent.futures.ThreadPoolExecutor(num_workers,
+                                                          thread_name_prefix="host-tool")
+        self.calls, self.seconds = 0, 0.0
+
+    def close(self) -> None:
+        """Stops the threads (a hung call is left behind)."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _reply(self, future, deadline) -> HostReply:
+        try:
+            reply = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            if not isinstance(reply, HostReply):
+                raise TypeError(f"respond returned {type(reply).__name__}, not HostReply")
+            return reply
+        except Exception:  # noqa: BLE001  (a raising or hanging tool: an error observation)
+            future.cancel()
+            return HostReply(self.env.error_text, state=_KEEP, error=True)
+
+    def answer(self, states: List[Any], turn: np.ndarray, turn_len: np.ndarray,
+               pending: np.ndarray) -> EnvStep:
+        """Runs the pending rows' calls; updates `states` in place; returns the `EnvStep`
+        ([B, O] observation ids and lengths, rewards, done, error) for every row."""
+        env, b, o = self.env, turn.shape[0], self.env.max_obs_tokens
+        rows = np.flatnonzero(pending)
+        t0 = time.monotonic()
+        futures = {int(i): self.pool.submit(env.respond, states[i], self.tokenizer.decode(
+            [int(x) for x in turn[i, :turn_len[i]]])) for i in rows}
+        deadline = t0 + env.timeout_s
+        obs, lengths = np.zeros((b, o), np.int32), np.zeros((b,), np.int32)
+        reward, done, error = np.zeros((b,), np.float32), np.zeros((b,), bool), np.zeros(
+            (b,), bool)
+        for i, future in futures.items():
+            reply = self._reply(future, deadline)
+            if reply.state is not _KEEP:
+                states[i] = reply.state
+            ids = list(self.tokenizer.encode(reply.text))[:o]
+            obs[i, :len(ids)], lengths[i] = ids, len(ids)
+            reward[i], done[i], error[i] = reply.reward, reply.done, reply.error
+        self.calls += len(rows)
+        self.seconds += time.monotonic() - t0
+        return EnvStep(obs=obs, obs_len=lengths, reward=reward, done=done, error=error)
+
+
+_KEEP = object()  # A failed call leaves the row's state as it was.
+
+
+@functools.partial(jax.jit, static_argnames=("env",))
+def _answer_pending(state, out: EnvStep, *, env: HostEnv):
+    turns = state[4]
+    return state[:4] + (answer(env, turns, turns.pending, turns.env, out),) + state[5:]
+
+
+_begin = jax.jit(begin, static_argnames=("model_config", "sampling_config", "env"))
+_decode = jax.jit(decode, static_argnames=("model_config", "sampling_config", "env"))
+_finish = jax.jit(finish)
+
+
+def play_on_host(params, prompt_tokens, prompt_mask, answers, rng, *, model_config: ModelConfig,
+                 sampling_config: sampling.SamplingConfig, env: HostEnv, tools: HostTools,
+                 examples: Sequence = ()) -> Tuple[sampling.Rollout, Episodes]:
+    """G episodes for each of P prompts with a host environment (see the module docstring).
+
+    Args: as `generate_episodes`, plus tools (runs the calls) and examples (the P prompts'
+    examples, given to `env.start`; default None each). Not traceable: call it outside jit.
+
+    Returns: (Rollout, Episodes), the same layout as `generate_episodes`.
+    """
+    sampling.validate_prompts(prompt_tokens, prompt_mask, model_config=model_config,
+                              sampling_config=sampling_config)
+    kw = dict(model_config=model_config, sampling_config=sampling_config, env=env)
+    g = sampling_config.num_samples
+    examples = list(examples) or [None] * len(prompt_tokens)
+    states = [env.start(ex) for ex in examples for _ in range(g)]
+    prepared, key, state = _begin(params, jnp.asarray(prompt_tokens, jnp.int32),
+                                  jnp.asarray(prompt_mask, jnp.int32),
+                                  jnp.asarray(answers, jnp.int32), rng, **kw)
+    while True:
+        turns = state[4]
+        pending = np.asarray(turns.pending)
+        if pending.any():
+            out = tools.answer(states, np.asarray(turns.turn), np.asarray(turns.turn_len),
+                               pending)
+            state = _answer_pending(state, out, env=env)
+        if int(state[0]) >= sampling_config.max_new_tokens or np.asarray(state[4].done).all():
+            return _finish(state)
+        state = _decode(prepared, key, state, **kw)

@@ -1,0 +1,171 @@
+"""Multi-turn episodes with tools on the host (rlvr_jax.multiturn.host / tools): the same
+episodes as the on-device path for the same seed, tools that raise or hang, the sandboxed
+Python tool, the lookup tool, the number-guessing game and its task."""
+import dataclasses
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlvr_jax import multiturn, sampling, tasks
+from rlvr_jax.multiturn import HostReply
+
+
+def _prompts(tok, texts):
+    ids = [tok.encode(t, add_bos=True) for t in texts]
+    tokens, lengths = tok.pad_left(ids)
+    width = tokens.shape[1]
+    mask = (np.arange(width)[None] >= width - lengths[:, None]).astype(np.int32)
+    return jnp.asarray(tokens), jnp.asarray(mask)
+
+
+def _sc(tok, **kw):
+    base = dict(max_new_tokens=24, num_samples=4, stop_token_ids=(tok.eos_id,),
+                pad_id=tok.pad_id, vocab_limit=tok.vocab_size, temperature=1.5)
+    base.update(kw)
+    return sampling.SamplingConfig(**base)
+
+
+def _assert_same_episodes(a, b):
+    (ra, ea), (rb, eb) = a, b
+    for name in ("tokens", "mask", "loss_mask", "turn_ids", "finished"):
+        np.testing.assert_array_equal(np.asarray(getattr(ra, name)), np.asarray(getattr(rb, name)),
+                                      err_msg=name)
+    np.testing.assert_allclose(np.asarray(ra.logprobs), np.asarray(rb.logprobs), atol=1e-5)
+    for name in ("turns", "calls", "errors", "env_reward"):
+        np.testing.assert_array_equal(np.asarray(getattr(ea, name)), np.asarray(getattr(eb, name)),
+                                      err_msg=name)
+
+
+def test_calculator_on_the_host_gives_the_device_episodes(params, model_config, tok):
+    """Same seed, same episodes: the device calculator inside the program vs the host one
+    between segments. A random policy at T=1.5 closes turns with ']' often enough to call
+    (mostly malformed calls, answered '=?'); a well-formed call is checked on its own."""
+    device = multiturn.Calculator.for_tokenizer(tok, max_turns=3, max_turn_tokens=8)
+    host = multiturn.build_env("calculator_host", tok, max_turns=3, max_turn_tokens=8,
+                               max_obs_tokens=device.max_obs_tokens)
+    prompts, pmask = _prompts(tok, ["12*34=", "7*8=", "100-1=", "5+5="] * 2)
+    answers = jnp.zeros((8,), jnp.int32)
+    rng = jax.random.PRNGKey(11)
+    on_device = multiturn.jit_generate_episodes(params, prompts, pmask, answers, rng,
+                                                model_config=model_config,
+                                                sampling_config=_sc(tok), env=device)
+    with multiturn.HostTools(host, tok, num_workers=2) as tools:
+        on_host = multiturn.play_on_host(params, prompts, pmask, answers, rng,
+                                         model_config=model_config, sampling_config=_sc(tok),
+                                         env=host, tools=tools)
+        assert tools.calls == int(np.asarray(on_host[1].calls).sum()) > 0
+    _assert_same_episodes(on_device, on_host)
+    # The host tool's observation for a well-formed call is the device tool's.
+    assert host.respond(None, "x[123*456]").text == "=56088"
+
+
+@dataclasses.dataclass(frozen=True)
+class Flaky(multiturn.HostEnv):
+    """Every model token but EOS calls; by the call's last character: some hang, some
+    raise, the others answer ' ok' (reward 0.25)."""
+    timeout_s: float = 0.5
+
+    def respond(self, state, turn_text):
+        code = sum(map(ord, turn_text))
+        if code % 5 == 0:
+            time.sleep(5)
+        if code % 2:
+            raise RuntimeError("tool broke")
+        return HostReply(" ok", state, reward=0.25)
+
+
+def test_a_tool_that_raises_or_hangs_answers_an_error_and_the_run_goes_on(params, model_config,
+                                                                          tok):
+    env = Flaky(call_end_ids=tuple(i for i in range(model_config.vocab_size)
+                                   if i != tok.eos_id), max_turns=6, max_turn_tokens=4,
+                max_obs_tokens=4)
+    prompts, pmask = _prompts(tok, ["1+1=", "2+2="])
+    t0 = time.monotonic()
+    with multiturn.HostTools(env, tok, num_workers=4) as tools:
+        rollout, eps = multiturn.play_on_host(
+            params, prompts, pmask, jnp.zeros((2,), jnp.int32), jax.random.PRNGKey(0),
+            model_config=model_config, sampling_config=_sc(tok, num_samples=2,
+                                                           max_new_tokens=16),
+            env=env, tools=tools)
+    assert time.monotonic() - t0 < 30
+    errors, calls = np.asarray(eps.errors), np.asarray(eps.calls)
+    assert calls.sum() > 0 and 0 < errors.sum() < calls.sum()
+    np.testing.assert_allclose(np.asarray(eps.env_reward), 0.25 * (calls - errors))
+    tokens, mask, loss = (np.asarray(x) for x in (rollout.tokens, rollout.mask, rollout.loss_mask))
+    text = tok.decode([int(t) for t in tokens[0][(mask[0] == 1) & (loss[0] == 0)]])
+    assert "error" in text or "ok" in text
+
+
+def test_python_tool_runs_in_the_sandbox():
+    env = multiturn.PythonTool(call_end_ids=(98,), max_obs_tokens=16, timeout_s=2.0)
+    assert env.respond(None, "[print(6*7)]").text == " 42"
+    for bad in ("[print(1/]", "[1/0]", "[while True: pass]",
+                "[import os; os._exit(1)]"):
+        reply = env.respond(None, bad)
+        assert reply.error and reply.text == env.error_text, bad
+    # The program is isolated: it cannot see the trainer's files or environment.
+    reply = env.respond(None, "[import os; print(os.environ.get('HOME'))]")
+    assert not reply.error and "/root" not in reply.text
+
+
+def test_lookup_tool(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(json.dumps({"key": "Paris", "text": "capital of France"}) + "\n\n"
+                    + json.dumps({"key": "7", "text": "seven"}) + "\n")
+    env = multiturn.LookupTool(call_end_ids=(98,), corpus_path=str(path))
+    assert env.respond(None, "look [ paris]").text == " capital of France"
+    assert env.respond(None, "[7]").text == " seven"
+    assert env.respond(None, "[Rome]").text == " none"
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        multiturn.LookupTool(call_end_ids=(98,), corpus_path=str(tmp_path / "nope.jsonl"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"key": 1}\n')
+    with pytest.raises(ValueError, match="line 1"):
+        multiturn.LookupTool(call_end_ids=(98,), corpus_path=str(bad))
+
+
+def test_guess_number_game_and_task():
+    task = tasks.get("guess_number")
+    assert multiturn.guess_reply(1, 32, 20, "16") == (" up 17-32", 17, 32, False)
+    assert multiturn.guess_reply(17, 32, 20, "24") == (" down 17-23", 17, 23, False)
+    assert multiturn.guess_reply(17, 23, 20, "20")[0] == " yes"
+    assert multiturn.guess_reply(17, 23, 20, "x")[3]
+    ex = task.make(1, 32, 20, [16, 24, 20])
+    assert ex.solution == "[16] up 17-32[24] down 17-23[20] yes"
+    assert task.verify(ex.solution, ex) == 1.0 and task.check_steps(ex.solution, ex)
+    # Scored on the model's tokens: the guesses alone (replies are never read).
+    assert task.verify("[16][24][20]", ex) == 1.0
+    assert task.verify("[1][2][3][4][5][6][20]", ex) == 0.0  # Past ⌈log2 32⌉ + 1 = 6 guesses.
+    assert task.verify("yes [21]", ex) == 0.0
+    assert not task.check_steps("[16][10][20]", ex)  # 10 was already ruled out.
+    examples = task.generate(300, seed=0)
+    rate = np.mean([task.verify(e.solution, e) for e in examples])
+    assert 0.5 < rate < 0.95  # The warm-up traces search at random inside the interval.
+    assert all(e.meta["lo"] <= e.answer_value <= e.meta["hi"] for e in examples)
+    test = {e.key for e in task.generate(50, seed=0, split="test")}
+    assert not test & {e.key for e in examples}
+
+
+@dataclasses.dataclass(frozen=True)
+class Hangs(multiturn.HostEnv):
+    timeout_s: float = 0.3
+
+    def respond(self, state, turn_text):
+        time.sleep(3)
+        return HostReply(" late", state)
+
+
+def test_a_hanging_call_is_answered_with_an_error_at_its_timeout(tok):
+    env = Hangs(call_end_ids=(98,), max_obs_tokens=8)
+    turn = np.zeros((2, env.max_turn_tokens), np.int32)
+    turn[:, 0] = 98
+    with multiturn.HostTools(env, tok, num_workers=2) as tools:
+        t0 = time.monotonic()
+        out = tools.answer([None, None], turn, np.array([1, 1]), np.array([True, False]))
+        assert time.monotonic() - t0 < 2.0
+    assert out.error.tolist() == [True, False] and out.obs_len[1] == 0
+    assert tok.decode([int(t) for t in out.obs[0, :out.obs_len[0]]]) == env.error_text
