@@ -169,3 +169,33 @@ def test_a_hanging_call_is_answered_with_an_error_at_its_timeout(tok):
         assert time.monotonic() - t0 < 2.0
     assert out.error.tolist() == [True, False] and out.obs_len[1] == 0
     assert tok.decode([int(t) for t in out.obs[0, :out.obs_len[0]]]) == env.error_text
+
+
+def test_split_rl_step_with_a_host_game(params, model_config, tok):
+    """`make_host_rl_step(..., env=GuessNumber)`: episodes played on the host, scored by the
+    task on the model's tokens (the game's replies are never read), one update."""
+    import optax
+    from rlvr_jax.train import step as step_lib
+    from rlvr_jax.train.state import create_train_state
+    task = tasks.get("guess_number", min_width=8, max_width=8)
+    examples = task.generate(4, seed=0)
+    env = multiturn.build_env("guess_number", tok, max_turns=5, max_turn_tokens=6,
+                              max_obs_tokens=10)
+    prompts, pmask = _prompts(tok, [ex.prompt for ex in examples])
+    batch = {"prompt_tokens": prompts, "prompt_mask": pmask,
+             "answers": jnp.asarray([ex.answer_value for ex in examples], jnp.int32)}
+    tx = optax.sgd(1e-2)
+    with multiturn.HostTools(env, tok, num_workers=2) as tools:
+        step = step_lib.make_host_rl_step(
+            model_config, _sc(tok, num_samples=2, max_new_tokens=32), step_lib.RLConfig(
+                num_prompts=4, aggregation="token-mean"), tx, task.verify, tok, env=env,
+            tools=tools)
+        state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(0))
+        new, metrics, samples = step(state, batch, examples)
+    tokens, mask = np.asarray(samples["tokens"]), np.asarray(samples["mask"])
+    for row in range(8):  # The rewards are the task's verdicts on the guesses.
+        text = tok.decode([int(t) for t in tokens[row][mask[row] == 1]])
+        assert float(samples["rewards"][row]) == task.verify(text, examples[row // 2])
+    for key in ("tool/calls", "tool/call_rate", "episode/observation_fraction", "train/loss"):
+        assert np.isfinite(float(metrics[key])), key
+    assert float(metrics["train/grad_norm"]) >= 0

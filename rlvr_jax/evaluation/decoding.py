@@ -27,15 +27,16 @@ def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, 
                    num_samples: int, greedy: bool = False, temperature: float = 1.0,
                    top_p: float = 1.0, max_new_tokens: int, batch_size: int,
                    buckets: Optional[Sequence[int]] = sampling.DEFAULT_BUCKETS,
-                   env=None, answers=None) -> List[List[str]]:
+                   env=None, answers=None, tools=None, examples=None) -> List[List[str]]:
     """Completions `[P][num_samples]` (texts up to the stop token) from `rlvr_jax.sampling.sample`,
     `batch_size` prompts per call with key `fold_in(rng, call)`; the last batch is padded with
     copies of its last prompt (one compiled shape) and the copies are dropped. `buckets`: the
     prompt-length buckets of `sampling.sample` (None: the prompts' own width).
 
     env: a `multiturn.DeviceEnv`: multi-turn episodes (`multiturn.sample_episodes`, at the
-    prompts' own width; `answers` [P] int32 reach `env.reset`, default 0), and the texts are
-    the model's own tokens (observations left out), as the on-device verifier scores them."""
+    prompts' own width; `answers` [P] int32 reach `env.reset`, default 0; a host environment
+    plays with `tools` and its `examples` [P]), and the texts are the model's own tokens
+    (observations left out), as the verifiers score them."""
     config = sampling.SamplingConfig(greedy=greedy, temperature=temperature, top_p=top_p,
                                      max_new_tokens=max_new_tokens, num_samples=num_samples,
                                      stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id,
@@ -51,9 +52,15 @@ def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, 
                                       buckets=buckets)
         else:
             answers = np.zeros((p,), np.int32) if answers is None else np.asarray(answers)
-            rollout, _ = multiturn.sample_episodes(
-                params, prompt_tokens[rows], prompt_mask[rows], answers[rows], key,
-                model_config=model_config, sampling_config=config, env=env)
+            play = dict(model_config=model_config, sampling_config=config, env=env)
+            if getattr(env, "on_host", False):
+                rollout, _ = multiturn.play_on_host(
+                    params, prompt_tokens[rows], prompt_mask[rows], answers[rows], key,
+                    tools=tools, examples=[examples[r] for r in rows] if examples else (),
+                    **play)
+            else:
+                rollout, _ = multiturn.sample_episodes(
+                    params, prompt_tokens[rows], prompt_mask[rows], answers[rows], key, **play)
         texts = decode_completions(tokenizer, rollout.tokens, rollout.model_mask)
         keep = min(batch_size, p - start)
         out += [texts[j * num_samples:(j + 1) * num_samples] for j in range(keep)]

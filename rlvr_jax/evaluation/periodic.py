@@ -23,20 +23,21 @@ class Evaluator:
       max_new_tokens: completion budget.
       batch_size: prompts per compiled call (E must be a multiple of it; the caller pads).
       k: > 1 adds sampled pass@k, mean@k, maj@k and CoT-pass@k at `temperature`.
-      env: a `multiturn.DeviceEnv`: the prompts are played as multi-turn episodes and the
-        model's own tokens scored (the examples' integer answers reach `env.reset`).
+      env: a multi-turn environment: the prompts are played as episodes and the model's own
+        tokens scored (the examples' integer answers reach `env.reset`); tools: a host
+        environment's `multiturn.HostTools`.
     """
 
     def __init__(self, model_config: ModelConfig, tokenizer, prompt_tokens, prompt_mask,
                  data: EvalData, *, max_new_tokens: int, batch_size: int, k: int = 1,
-                 temperature: float = 1.0, env=None):
+                 temperature: float = 1.0, env=None, tools=None):
         if len(data.examples) != len(prompt_tokens) or len(data.examples) % batch_size:
             raise ValueError(f"{len(data.examples)} eval prompts must be a multiple of the "
                              f"eval batch size {batch_size}")
         self.model_config, self.tokenizer, self.data = model_config, tokenizer, data
         self.prompt_tokens, self.prompt_mask = np.asarray(prompt_tokens), np.asarray(prompt_mask)
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
-        self.k, self.temperature, self.env = k, temperature, env
+        self.k, self.temperature, self.env, self.tools = k, temperature, env, tools
         self.answers = np.array([ex.answer_value or 0 for ex in data.examples], np.int32)
 
     def _scores(self, params, rng, *, num_samples: int, greedy: bool):
@@ -44,7 +45,8 @@ class Evaluator:
                                self.prompt_mask, rng, num_samples=num_samples, greedy=greedy,
                                temperature=1.0 if greedy else self.temperature,
                                max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
-                               buckets=None, env=self.env, answers=self.answers)
+                               buckets=None, env=self.env, answers=self.answers,
+                               tools=self.tools, examples=self.data.examples)
         return report.score(texts, self.data)
 
     def __call__(self, params, rng) -> Dict[str, float]:

@@ -18,12 +18,12 @@ path (tested with the calculator).
 
 A tool that raises, or runs past `timeout_s`, answers with `error_text` (counted in
 `tool/error_rate`) and the episode goes on. A thread cannot be killed: a hung pure-Python
-tool keeps its thread (the pool grows a new one); tools that run untrusted code should run it
-in a killable process, as `PythonTool` does (the sandbox of `rlvr_jax.rewards.code`).
+call keeps its (daemon) thread; tools that run untrusted code should run it in a killable
+process, as `PythonTool` does (the sandbox of `rlvr_jax.rewards.code`).
 """
-import concurrent.futures
 import dataclasses
 import functools
+import threading
 import time
 from typing import Any, ClassVar, List, Sequence, Tuple
 
@@ -71,24 +71,25 @@ class HostEnv(DeviceEnv):
 
 
 class HostTools:
-    """Runs a `HostEnv`'s calls for a batch of episodes in parallel threads.
+    """Runs a `HostEnv`'s calls for a batch of episodes: `num_workers` calls at a time, each
+    in its own daemon thread with the env's `timeout_s` (a hung call never blocks the run or
+    the interpreter's exit), or the env's own `respond_batch` when it has one (e.g. the
+    Python tool's batch of sandboxed programs).
 
     Args:
       env: the environment; tokenizer: decodes the turns and encodes the observations
       (cut to `env.max_obs_tokens`); num_workers: parallel calls.
+    Attributes: calls, seconds (host time spent answering, for the cost per call).
     """
 
     def __init__(self, env: HostEnv, tokenizer, *, num_workers: int = 4):
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-        self.env, self.tokenizer = env, tokenizer
-        self.pool = concurrent.futures.ThreadPoolExecutor(num_workers,
-                                                          thread_name_prefix="host-tool")
+        self.env, self.tokenizer, self.num_workers = env, tokenizer, num_workers
         self.calls, self.seconds = 0, 0.0
 
     def close(self) -> None:
-        """Stops the threads (a hung call is left behind)."""
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to stop (calls run in daemon threads); kept for `with` blocks."""
 
     def __enter__(self):
         return self
@@ -96,31 +97,46 @@ class HostTools:
     def __exit__(self, *exc):
         self.close()
 
-    def _reply(self, future, deadline) -> HostReply:
-        try:
-            reply = future.result(timeout=max(0.0, deadline - time.monotonic()))
-            if not isinstance(reply, HostReply):
-                raise TypeError(f"respond returned {type(reply).__name__}, not HostReply")
-            return reply
-        except Exception:  # noqa: BLE001  (a raising or hanging tool: an error observation)
-            future.cancel()
-            return HostReply(self.env.error_text, state=_KEEP, error=True)
+    def _call(self, state, text) -> Tuple[threading.Thread, dict]:
+        box = {}
+
+        def run():
+            try:
+                box["reply"] = self.env.respond(state, text)
+            except BaseException as e:  # noqa: BLE001  (the row gets an error observation)
+                box["error"] = e
+        thread = threading.Thread(target=run, daemon=True, name="host-tool")
+        thread.start()
+        return thread, box
+
+    def _replies(self, states, texts) -> List[HostReply]:
+        if hasattr(self.env, "respond_batch"):
+            return self.env.respond_batch(states, texts, parallel=self.num_workers)
+        replies = []
+        for start in range(0, len(texts), self.num_workers):
+            calls = [self._call(st, tx) for st, tx in zip(states[start:start + self.num_workers],
+                                                          texts[start:start + self.num_workers])]
+            deadline = time.monotonic() + self.env.timeout_s
+            for thread, box in calls:
+                thread.join(max(0.0, deadline - time.monotonic()))
+                reply = box.get("reply")
+                replies.append(reply if isinstance(reply, HostReply)
+                               else HostReply(self.env.error_text, _KEEP, error=True))
+        return replies
 
     def answer(self, states: List[Any], turn: np.ndarray, turn_len: np.ndarray,
                pending: np.ndarray) -> EnvStep:
         """Runs the pending rows' calls; updates `states` in place; returns the `EnvStep`
         ([B, O] observation ids and lengths, rewards, done, error) for every row."""
         env, b, o = self.env, turn.shape[0], self.env.max_obs_tokens
-        rows = np.flatnonzero(pending)
+        rows = [int(i) for i in np.flatnonzero(pending)]
         t0 = time.monotonic()
-        futures = {int(i): self.pool.submit(env.respond, states[i], self.tokenizer.decode(
-            [int(x) for x in turn[i, :turn_len[i]]])) for i in rows}
-        deadline = t0 + env.timeout_s
+        texts = [self.tokenizer.decode([int(x) for x in turn[i, :turn_len[i]]]) for i in rows]
+        replies = self._replies([states[i] for i in rows], texts)
         obs, lengths = np.zeros((b, o), np.int32), np.zeros((b,), np.int32)
-        reward, done, error = np.zeros((b,), np.float32), np.zeros((b,), bool), np.zeros(
-            (b,), bool)
-        for i, future in futures.items():
-            reply = self._reply(future, deadline)
+        reward, done, error = (np.zeros((b,), np.float32), np.zeros((b,), bool),
+                               np.zeros((b,), bool))
+        for i, reply in zip(rows, replies):
             if reply.state is not _KEEP:
                 states[i] = reply.state
             ids = list(self.tokenizer.encode(reply.text))[:o]
@@ -174,3 +190,37 @@ def play_on_host(params, prompt_tokens, prompt_mask, answers, rng, *, model_conf
         if int(state[0]) >= sampling_config.max_new_tokens or np.asarray(state[4].done).all():
             return _finish(state)
         state = _decode(prepared, key, state, **kw)
+
+
+def host_trace_model_mask(env: HostEnv, tokenizer, stop_ids: Sequence[int], tokens, mask,
+                          examples: Sequence = ()) -> Tuple[np.ndarray, np.ndarray]:
+    """`trace_model_mask` for a host environment (the same turn rules as `advance`, on the
+    host): (model_mask [B, N] int32, agrees [B] bool) of traces [B, N] (right-padded, mask
+    [B, N]) whose observations must be what `env.respond` answers on `examples` [B]."""
+    tokens, mask = np.asarray(tokens), np.asarray(mask).astype(bool)
+    model = np.zeros(tokens.shape, np.int32)
+    agrees = np.ones((tokens.shape[0],), bool)
+    examples = list(examples) or [None] * tokens.shape[0]
+    stops, closes = set(int(t) for t in stop_ids), set(env.call_end_ids)
+    for row, ex in enumerate(examples):
+        ids = [int(t) for t in tokens[row][mask[row]]]
+        state, turn, turns, i = env.start(ex), [], 0, 0
+        while i < len(ids):
+            tok = ids[i]
+            model[row, i], i = 1, i + 1
+            turn.append(tok)
+            if tok in stops or (tok not in closes and len(turn) >= env.max_turn_tokens):
+                break
+            if tok not in closes:
+                continue
+            turns, text = turns + 1, tokenizer.decode(turn)
+            if turns >= env.max_turns:
+                break
+            reply = env.respond(state, text)
+            obs = list(tokenizer.encode(reply.text))[:env.max_obs_tokens]
+            agrees[row] &= ids[i:i + len(obs)] == obs
+            i, state, turn = i + len(obs), reply.state, []
+            if reply.done:
+                break
+        agrees[row] &= i >= len(ids)
+    return model, agrees

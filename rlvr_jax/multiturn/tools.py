@@ -42,12 +42,17 @@ class PythonTool(HostEnv):
     error_text: str = " error"
 
     def respond(self, state, turn_text: str) -> HostReply:
+        return self.respond_batch([state], [turn_text], parallel=1)[0]
+
+    def respond_batch(self, states, turn_texts, *, parallel: int = 2):
+        """All of a batch's calls as one batch of sandboxed programs, `parallel` at once."""
         from rlvr_jax.rewards import code
         config = code.SandboxConfig(timeout_s=self.timeout_s * 0.8, memory_mb=self.memory_mb)
-        out, status = code.run_program_output(call_body(turn_text), config=config)
-        if status != "ok":
-            return HostReply(self.error_text, state, error=True)
-        return HostReply(" " + out.strip(), state)
+        outputs = code.run_programs_output([call_body(t) for t in turn_texts], config=config,
+                                           parallel=parallel)
+        return [HostReply(" " + out.strip(), st) if status == "ok"
+                else HostReply(self.error_text, st, error=True)
+                for st, (out, status) in zip(states, outputs)]
 
 
 @dataclasses.dataclass(frozen=True)

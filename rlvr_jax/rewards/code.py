@@ -273,26 +273,36 @@ def _run_jobs(programs, tests, todo, mode, config, parallel) -> dict:
             for j, k in enumerate(todo)}
 
 
-def run_program_output(program: str, *, config: SandboxConfig = SandboxConfig(),
-                       stdin: str = "") -> tuple[str, str]:
-    """Runs ``program`` once in the sandbox with ``stdin``; (its stdout, status): status
-    ``"ok"`` when it exited normally (exit code 0 or ``SystemExit``), ``"error"`` when it
-    raised or exited non-zero, ``"timeout"`` / ``"crashed"`` as in :class:`SandboxResult`.
-    Never raises for program behaviour (the Python tool of `rlvr_jax.multiturn.tools`)."""
-    if not isinstance(program, str):
-        raise ValueError(f"program must be a str, got {type(program).__name__}")
-    job, _ = _prepare(program, [{"input": stdin, "output": ""}], "io", config)
+def run_programs_output(programs: list, *, config: SandboxConfig = SandboxConfig(),
+                        stdin: str = "", parallel: int = 2) -> list:
+    """Runs each program once in the sandbox with ``stdin``, ``parallel`` at a time; for each
+    a (stdout, status) pair: ``"ok"`` when it exited normally (exit code 0 or
+    ``SystemExit``), ``"error"`` when it raised or exited non-zero, ``"timeout"`` /
+    ``"crashed"`` as in :class:`SandboxResult`. Never raises for program behaviour (the
+    Python tool of `rlvr_jax.multiturn.tools`)."""
+    for program in programs:
+        if not isinstance(program, str):
+            raise ValueError(f"program must be a str, got {type(program).__name__}")
+    if not programs:
+        return []
+    jobs = [_prepare(p, [{"input": stdin, "output": ""}], "io", config)[0] for p in programs]
     is_root = os.geteuid() == 0
     pw = pwd.getpwnam(config.user) if is_root else None
     uid, gid = (pw.pw_uid, pw.pw_gid) if pw else (os.getuid(), os.getgid())
+    waves = math.ceil(len(jobs) / max(parallel, 1))
     with _sandbox.lock():
         try:
             session = _sandbox.session(find_sandbox_python(config), uid, gid,
                                        config.require_isolation)
         except _sandbox.IsolationError as e:
             raise RuntimeError(str(e)) from None
-        reply = session.run([job], parallel=1,
-                            deadline=time.monotonic() + config.timeout_s + 11.0).get(0)
+        replies = session.run(jobs, parallel=max(parallel, 1),
+                              deadline=time.monotonic() + waves * (config.timeout_s + 1.0) + 10.0)
+    return [_program_output(replies.get(i)) for i in range(len(jobs))]
+
+
+def _program_output(reply) -> tuple:
+    """(stdout, status) of one io-mode reply with one case."""
     if reply is None or reply["timed_out"]:
         return "", "timeout"
     values, meta = _verdict.read_lines(reply["result"], 1, "out")
@@ -300,6 +310,12 @@ def run_program_output(program: str, *, config: SandboxConfig = SandboxConfig(),
         return "", "crashed" if not meta["done"] else "error"
     out, exit_code = values[0]
     return str(out), "ok" if exit_code in (0, None) else "error"
+
+
+def run_program_output(program: str, *, config: SandboxConfig = SandboxConfig(),
+                       stdin: str = "") -> tuple:
+    """`run_programs_output` of one program: (stdout, status)."""
+    return run_programs_output([program], config=config, stdin=stdin, parallel=1)[0]
 
 
 def run_tests(program: str, tests: list, *, config: SandboxConfig = SandboxConfig(),

@@ -242,19 +242,31 @@ def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
 
 
 def build_env(config, tokenizer, verifier: scoring.Verifier):
-    """The multi-turn environment of `config.env` (`multiturn.build_env`), or None."""
-    if not config.env.name:
-        return None
-    if not verifier.on_device:
-        raise ConfigError("env.name: multi-turn episodes run inside the one compiled program "
-                          "and need an on-device verifier (reward.verifier token, or a task "
-                          "with one); this reward is scored on the host")
-    return multiturn.build_env(config.env.name, tokenizer, max_turns=config.env.max_turns,
-                               max_turn_tokens=config.env.max_turn_tokens)
+    """(the multi-turn environment of `config.env` (`multiturn.build_env`), its
+    `multiturn.HostTools` for a host environment else None), or (None, None)."""
+    e = config.env
+    if not e.name:
+        return None, None
+    with user_input("env.name"):
+        env = multiturn.build_env(e.name, tokenizer, max_turns=e.max_turns,
+                                  max_turn_tokens=e.max_turn_tokens,
+                                  max_obs_tokens=e.max_obs_tokens, timeout_s=e.timeout_s,
+                                  corpus_path=e.corpus_path)
+    on_host = getattr(env, "on_host", False)
+    if on_host and verifier.on_device:
+        raise ConfigError(f"env.name: {e.name} runs on the host, between compiled segments: "
+                          "score on the host too (reward.verifier=task)")
+    if not on_host and not verifier.on_device:
+        raise ConfigError("env.name: multi-turn episodes with an on-device tool run inside the "
+                          "one compiled program and need an on-device verifier "
+                          "(reward.verifier token, or a task with one); for a host-scored "
+                          "reward use env.name=calculator_host")
+    tools = multiturn.HostTools(env, tokenizer, num_workers=e.num_workers) if on_host else None
+    return env, tools
 
 
 def build_evaluator(config, model_config, tokenizer, test_source,
-                    verifier: scoring.Verifier, env=None) -> evaluation.Evaluator:
+                    verifier: scoring.Verifier, env=None, tools=None) -> evaluation.Evaluator:
     """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts (a
     finite held-out set with fewer prompts is used once each, not cycled: all of it up to
     `eval.batch_size`, else the largest multiple of `eval.batch_size` it holds)."""
@@ -267,7 +279,7 @@ def build_evaluator(config, model_config, tokenizer, test_source,
                                 prompt_mask(pb.lengths, config.data.max_prompt_len), data,
                                 max_new_tokens=config.sampling.max_new_tokens,
                                 batch_size=batch_size, k=config.eval.k,
-                                temperature=config.eval.temperature, env=env)
+                                temperature=config.eval.temperature, env=env, tools=tools)
 
 
 def eval_sizes(config, test_source) -> Tuple[int, int]:
@@ -359,7 +371,7 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
 
 
 def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.Verifier,
-               tx, value_tx, placer: Placer, params, reward_model=None, env=None):
+               tx, value_tx, placer: Placer, params, reward_model=None, env=None, tools=None):
     """step(state, batch, examples) -> (state, metrics, samples): `make_rl_step` (one
     program) with an on-device verifier (and `reward_model`, a `scoring.RewardModel` scored
     in it; multi-turn episodes with `env`), else `make_host_rl_step` (the split path)."""
@@ -374,7 +386,7 @@ def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.
             model_config, sc, rl, tx, scorer, tokenizer, value_tx=value_tx,
             decode_shardings=decode_shardings, shapers=verifier.shapers,
             reward_model=reward_model, text_scoring=scoring.host_text_scoring(
-                verifier, tokenizer, rl, num_samples=sc.num_samples))
+                verifier, tokenizer, rl, num_samples=sc.num_samples), env=env, tools=tools)
         step.close = scorer.close  # The loop stops the scoring workers after RL.
         return step
     rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, verifier.token,

@@ -124,10 +124,17 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
 
     c.env = ml_collections.ConfigDict()  # Multi-turn episodes with an on-device tool
     #                                  (docs/multiturn.md); needs an on-device verifier.
-    c.env.name = ""                  # "": single-turn; "calculator": "[12*34]" -> "=408".
+    c.env.name = ""                  # "": single-turn; "calculator" (on device): "[12*34]" ->
+    #                                  "=408", run inside the one compiled RL step.
     c.env.max_turns = 2              # Model turns per episode (a call in the last one ends it).
     c.env.max_turn_tokens = 16       # Tokens per model turn (a turn reaching it ends the episode).
     #                                  The whole episode fits sampling.max_new_tokens.
+    #                                  On the host (split path, reward.verifier=task):
+    #                                  calculator_host | python | lookup | guess_number.
+    c.env.max_obs_tokens = 0         # Observation tokens per call (0: the environment's default).
+    c.env.timeout_s = 5.0            # Host tools: seconds per call (then an error observation).
+    c.env.num_workers = 4            # Host tools: calls run at once.
+    c.env.corpus_path = ""           # env.name=lookup: a JSONL file of {"key", "text"} lines.
 
     c.sft = ml_collections.ConfigDict()  # Supervised warm-up on worked solutions.
     c.sft.steps = 0                  # Supervised steps before RL (0: none).

@@ -56,6 +56,7 @@ class Run:
     reward_model: Any = (None, None)  # build.build_reward_model: (RewardModel, host params)
     adaptive: Any = None  # train/adaptive.attach: told each RL step's results, checkpointed
     env: Any = None  # build.build_env: the multi-turn environment (config.env), or None
+    tools: Any = None  # ...and a host environment's multiturn.HostTools
     ckpt: Optional[Checkpointer] = None
     writer: Optional[MetricsWriter] = None
     samples: Optional[SampleWriter] = None
@@ -109,9 +110,9 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     with user_input("reward"):
         verifier = scoring.reward_from_config(config, task, tokenizer)  # Checks config.reward.
     reward_model = build.build_reward_model(config, tokenizer)
-    env = build.build_env(config, tokenizer, verifier)
+    env, tools = build.build_env(config, tokenizer, verifier)
     evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier,
-                                      env)
+                                      env, tools)
     workdir_lib.prepare(plan, config)  # The first write.
     if plan.notice and progress and jax.process_index() == 0:
         print(plan.notice, file=sys.stderr, flush=True)
@@ -119,7 +120,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
     r = Run(config, plan.workdir, rl_config_from(config), tokenizer, model_config,
             train_source, warmup_source, build.Placer(mesh, rules, model_config), verifier, evaluator, keys,
-            progress=progress, reward_model=reward_model, env=env)
+            progress=progress, reward_model=reward_model, env=env, tools=tools)
     r.ckpt, resumed = open_checkpoints(config, plan)
     return r, resumed
 
@@ -192,8 +193,13 @@ def warmup_loss_mask(env, tokenizer, pb, pmask, comp, comp_mask) -> np.ndarray:
     observations a multi-turn `env` writes, checked against it (`multiturn.trace_model_mask`)."""
     if env is None:
         return comp_mask.astype(np.int32)
-    targets, agrees = multiturn.trace_model_mask(env, (tokenizer.eos_id,), tokenizer.pad_id,
-                                                 comp, comp_mask, pb.tokens, pmask, pb.answers)
+    if getattr(env, "on_host", False):
+        targets, agrees = multiturn.host.host_trace_model_mask(
+            env, tokenizer, (tokenizer.eos_id,), comp, comp_mask, pb.examples)
+    else:
+        targets, agrees = multiturn.trace_model_mask(env, (tokenizer.eos_id,), tokenizer.pad_id,
+                                                     comp, comp_mask, pb.tokens, pmask,
+                                                     pb.answers)
     if not agrees.all():
         ex = pb.examples[int(np.flatnonzero(~agrees)[0])]
         raise ConfigError(f"env.name: the warm-up solution of {ex.key!r} ({ex.solution!r}) "
@@ -226,7 +232,7 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
                            reward_params=None if rm is None else r.placer.reward_params(
                                rm_params, rm.config))
     program = build.rl_program(config, r.rl, r.model_config, r.tokenizer, r.verifier, tx,
-                               value_tx, r.placer, params, rm, env=r.env)
+                               value_tx, r.placer, params, rm, env=r.env, tools=r.tools)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
     r.adaptive = adaptive.attach(config, r.train_source, loader)

@@ -3,8 +3,9 @@ advantages → optimise.
 
 `make_rl_step` composes the pieces into ONE jitted program for on-device verifiers. For host
 verifiers (math-verify, code sandboxes) `make_host_rl_step` runs the split path:
-`make_sample_fn` → score on the host → `make_update_fn`; it runs the same `update` with the
-same keys (`step_keys`). Rewards are scored and shaped in `rlvr_jax.scoring` on both paths.
+`make_sample_fn` → score on the host → `make_update_fn` (train/host_step.py, re-exported); it
+runs the same `update` with the same keys (`step_keys`). Rewards are scored and shaped in
+`rlvr_jax.scoring` on both paths.
 `make_sft_step` (train/sft.py, re-exported) is the supervised warm-up step. The data
 between the update's stages is typed (`train/experience.py`); the algorithm's functions are
 resolved once from the `RLConfig` (`train/algorithms.py`); the per-micro-batch losses live
@@ -432,50 +433,4 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
     return rl_step
 
 
-def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
-                      rl: RLConfig, tx: optax.GradientTransformation, verify: Callable,
-                      tokenizer, *, value_tx: Optional[optax.GradientTransformation] = None,
-                      decode_shardings=None, shapers=(),
-                      reward_model: Optional[scoring.RewardModel] = None,
-                      text_scoring: Optional[Callable] = None):
-    """`make_rl_step`'s twin for host verifiers: sample (jitted) → decode and score on the
-    host (`scoring.score_on_host`) → update (jitted), with the same keys (`step_keys`).
-
-    Args:
-      verify: fn(completion_text, example) -> float reward (>= 1 is correct), scored in
-        this process; or a `scoring.HostScorer` (e.g. a process pool with per-sample
-        timeouts, a weighted sum of reward components).
-      tokenizer: decodes the completions for `verify`.
-      shapers: the reward components' shapers, applied before `rl`'s.
-      reward_model: a reward model (`scoring.RewardModel`, parameters in
-        `state.reward_params`) scored on device by a jitted call between sampling and the
-        host scoring; its weighted score is added after `shapers` (`reward_model_shaper`).
-      text_scoring: `scoring.host_text_scoring`'s fn(texts, examples, rollout) -> (shapers
-        applied first, process rewards for the update, metrics), or None.
-
-    Returns:
-      step(state, batch, examples) -> (state, metrics, {"tokens" [B', N], "mask" [B', N],
-      "rewards" [B'], "correct" [B'] bool}) with `examples` the batch's P' examples. The
-      state is donated.
-    """
-    sample_fn = make_sample_fn(model_config, sampling_config, decode_shardings=decode_shardings)
-    update_fn = make_update_fn(model_config, sampling_config, rl, tx, value_tx=value_tx)
-    g = sampling_config.num_samples
-    rm_shaper = reward_model_shaper(reward_model)
-
-    def host_rl_step(state: TrainState, batch: Batch, examples):
-        rng, sample_rng, update_rng = step_keys(state.rng)
-        rollout = sample_fn(state.params, batch, sample_rng)
-        texts = scoring.decode_completions(tokenizer, rollout.tokens, rollout.mask)
-        exs = [ex for ex in examples for _ in range(g)]
-        first, steps, text_metrics = (text_scoring or (lambda *_: ((), None, {})))(
-            texts, exs, rollout)
-        rewards, reward_metrics, correct = scoring.score_rows_on_host(
-            rollout, texts, exs, verify=verify, rl=rl,
-            max_new_tokens=sampling_config.max_new_tokens,
-            shapers=tuple(first) + tuple(shapers) + rm_shaper(state, rollout))
-        state, metrics = update_fn(state.replace(rng=rng), rollout, rewards, update_rng, steps)
-        metrics.update(reward_metrics, **text_metrics)
-        return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
-                                "rewards": rewards, "correct": correct}
-    return host_rl_step
+from rlvr_jax.train.host_step import make_host_rl_step  # noqa: E402,F401  (re-exported)

@@ -82,6 +82,7 @@ _MINIMUMS = (
     ("eval.batch_size", 1), ("eval.k", 1), ("checkpoint.every", 0), ("checkpoint.keep", 1),
     ("mesh.num_devices", 0), ("log_every", 1), ("log_samples_every", 0),
     ("log_num_samples", 0), ("env.max_turns", 1), ("env.max_turn_tokens", 1),
+    ("env.max_obs_tokens", 0), ("env.num_workers", 1),
 )
 
 
@@ -216,8 +217,13 @@ def _check_env(config) -> None:
         _fail("env.max_turn_tokens", f"{e.max_turn_tokens} exceeds sampling.max_new_tokens "
               f"({config.sampling.max_new_tokens}), the whole episode's budget")
     if config.rl.process_weight > 0:
-        _fail("env.name", "multi-turn episodes run in the one-program path; process rewards "
-              "(rl.process_weight > 0) are scored on the host")
+        _fail("env.name", "multi-turn episodes are trained on the model's tokens; process "
+              "rewards (rl.process_weight > 0) are not supported with them")
+    if not e.timeout_s > 0:
+        _fail("env.timeout_s", f"must be > 0, got {e.timeout_s}")
+    if e.name == "lookup" and not os.path.isfile(e.corpus_path):
+        _fail("env.corpus_path", f"no such file: {e.corpus_path!r} (env.name=lookup reads "
+              "its corpus from a JSONL file of {\"key\", \"text\"} lines)")
 
 
 def _check_training(config) -> None:
