@@ -199,3 +199,23 @@ def test_split_rl_step_with_a_host_game(params, model_config, tok):
     for key in ("tool/calls", "tool/call_rate", "episode/observation_fraction", "train/loss"):
         assert np.isfinite(float(metrics[key])), key
     assert float(metrics["train/grad_norm"]) >= 0
+
+
+def test_the_docs_host_tool_example_runs():
+    """docs/multiturn.md's ≤20-line host tool, executed as written."""
+    import os
+    import re
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "multiturn.md")).read()
+    section = doc[doc.index("A host tool in ≤ 20 lines"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert len(code.strip().splitlines()) <= 20
+    scope = {}
+    exec(compile(code, "docs/multiturn.md", "exec"), scope)
+    env = scope["Reverse"](call_end_ids=(98,))
+    state = env.start(None)
+    replies = []
+    for _ in range(4):
+        reply = env.respond(state, "x[abc]")
+        state = reply.state if not reply.error else state
+        replies.append((reply.text, reply.error))
+    assert replies == [(" cba", False)] * 3 + [(" no", True)]

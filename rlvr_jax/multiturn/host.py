@@ -79,14 +79,15 @@ class HostTools:
     Args:
       env: the environment; tokenizer: decodes the turns and encodes the observations
       (cut to `env.max_obs_tokens`); num_workers: parallel calls.
-    Attributes: calls, seconds (host time spent answering, for the cost per call).
+    Attributes: calls, seconds (host time spent answering them), segments (compiled decode
+    segments run): running totals, for the cost per call (`cost_metrics`).
     """
 
     def __init__(self, env: HostEnv, tokenizer, *, num_workers: int = 4):
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         self.env, self.tokenizer, self.num_workers = env, tokenizer, num_workers
-        self.calls, self.seconds = 0, 0.0
+        self.calls, self.seconds, self.segments = 0, 0.0, 0
 
     def close(self) -> None:
         """Nothing to stop (calls run in daemon threads); kept for `with` blocks."""
@@ -150,6 +151,15 @@ class HostTools:
 _KEEP = object()  # A failed call leaves the row's state as it was.
 
 
+def cost_metrics(tools: HostTools, before: Tuple[int, float, int]) -> dict:
+    """tool/host_ms_per_call and tool/segments since `before` = (calls, seconds, segments)
+    read from `tools` earlier."""
+    calls, seconds, segments = (tools.calls - before[0], tools.seconds - before[1],
+                                tools.segments - before[2])
+    return {"tool/host_ms_per_call": 1000.0 * seconds / max(calls, 1),
+            "tool/segments": float(segments)}
+
+
 @functools.partial(jax.jit, static_argnames=("env",))
 def _answer_pending(state, out: EnvStep, *, env: HostEnv):
     turns = state[4]
@@ -190,6 +200,7 @@ def play_on_host(params, prompt_tokens, prompt_mask, answers, rng, *, model_conf
         if int(state[0]) >= sampling_config.max_new_tokens or np.asarray(state[4].done).all():
             return _finish(state)
         state = _decode(prepared, key, state, **kw)
+        tools.segments += 1
 
 
 def host_trace_model_mask(env: HostEnv, tokenizer, stop_ids: Sequence[int], tokens, mask,

@@ -82,6 +82,7 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
 
     def host_rl_step(state: TrainState, batch: Batch, examples):
         rng, sample_rng, update_rng = step_keys(state.rng)
+        before = (tools.calls, tools.seconds, tools.segments) if tools is not None else None
         rollout, episodes = sample(state.params, batch, sample_rng, examples)
         texts = scoring.decode_completions(tokenizer, rollout.tokens, rollout.model_mask)
         exs = [ex for ex in examples for _ in range(g)]
@@ -97,6 +98,8 @@ def make_host_rl_step(model_config: ModelConfig, sampling_config: sampling.Sampl
         metrics.update(reward_metrics, **text_metrics)
         if episodes is not None:
             metrics.update(multiturn.episode_metrics(rollout, episodes, rewards))
+        if before is not None:
+            metrics.update(multiturn.host.cost_metrics(tools, before))
         return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
                                 "rewards": rewards, "correct": correct}
     return host_rl_step

@@ -219,6 +219,9 @@ def _check_env(config) -> None:
     if config.rl.process_weight > 0:
         _fail("env.name", "multi-turn episodes are trained on the model's tokens; process "
               "rewards (rl.process_weight > 0) are not supported with them")
+    if getattr(multiturn.ENVS[e.name], "on_host", False) and config.reward.verifier == "token":
+        _fail("env.name", f"{e.name} runs on the host, between compiled segments: score on "
+              "the host too (reward.verifier=task)")
     if not e.timeout_s > 0:
         _fail("env.timeout_s", f"must be > 0, got {e.timeout_s}")
     if e.name == "lookup" and not os.path.isfile(e.corpus_path):
