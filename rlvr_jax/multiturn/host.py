@@ -186,6 +186,8 @@ def play_on_host(params, prompt_tokens, prompt_mask, answers, rng, *, model_conf
     kw = dict(model_config=model_config, sampling_config=sampling_config, env=env)
     g = sampling_config.num_samples
     examples = list(examples) or [None] * len(prompt_tokens)
+    if len(examples) != len(prompt_tokens):
+        raise ValueError(f"{len(examples)} examples for {len(prompt_tokens)} prompts")
     states = [env.start(ex) for ex in examples for _ in range(g)]
     prepared, key, state = _begin(params, jnp.asarray(prompt_tokens, jnp.int32),
                                   jnp.asarray(prompt_mask, jnp.int32),
