@@ -14,7 +14,7 @@ import importlib.util
 import os
 import sys
 import traceback
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 USAGE = """usage: python scripts/train.py --config CONFIG.py --workdir DIR [--config.SECTION.KEY=VALUE ...]
                               [--debug] [--verbose]
@@ -171,6 +171,16 @@ def _flag_value(argv: List[str], name: str) -> Optional[str]:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+def script_main(main: Callable[[], object]) -> None:
+    """Runs a script's `main()` (the other `scripts/*.py`): a missing file or a bad value
+    (`FileNotFoundError`, `ValueError`) ends the script with one `error:` line on stderr
+    and exit status 2; `RLVR_JAX_DEBUG=1` in the environment shows the traceback too."""
+    try:
+        main()
+    except (FileNotFoundError, ValueError) as e:
+        sys.exit(_report(e, 2, os.environ.get("RLVR_JAX_DEBUG") == "1"))
 
 
 def _report(e: BaseException, status: int, debug: bool) -> int:
