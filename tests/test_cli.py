@@ -343,3 +343,24 @@ def test_other_scripts_bad_input_is_one_line(capsys, monkeypatch):
                  "train_reward_model", "sampler_microbench"):
         with open(os.path.join(REPO, "scripts", f"{name}.py")) as f:
             assert "script_main(main)" in f.read(), name
+
+
+def test_resume_and_restart_say_so(tmp_path):
+    """The first line of a rerun says what it does: resume from step N, continue a finished
+    run, or start an interrupted one again (loop.setup prints `plan.notice`)."""
+    argv = ["--config", QUICK] + SMALL + ["--config.checkpoint.every=1"]
+    work = str(tmp_path / "run")
+    _run_files(work, argv, steps=(0, 1))
+    config, _ = cli.parse(argv + ["--workdir", work])
+    assert workdir_lib.plan(config, work).notice == (
+        f"{work}: resuming the run from its RL step 1 checkpoint (to RL step 2)")
+    done = str(tmp_path / "done")
+    _run_files(done, argv, summary=True, steps=(0, 2))
+    config, _ = cli.parse(argv + ["--workdir", done, "--config.rl.steps=4"])
+    assert workdir_lib.plan(config, done).notice == (
+        f"{done}: continuing the finished run from its RL step 2 checkpoint (to RL step 4)")
+    early = str(tmp_path / "early")
+    _run_files(early, argv)
+    config, _ = cli.parse(argv + ["--workdir", early])
+    assert "interrupted before its first checkpoint; starting it again" in \
+        workdir_lib.plan(config, early).notice
