@@ -25,8 +25,8 @@ Trains a policy with RL from an ml_collections config file (see configs/ and REA
   --workdir DIR        where metrics.jsonl, samples.jsonl, summary.json and checkpoints/ go;
                        a new or empty directory starts a run, an interrupted run's directory
                        resumes it (or starts it again if it saved no checkpoint)
-  --config.a.b=VALUE   override any config field (every field is commented in
-                       rlvr_jax/train/config.py), e.g. --config.rl.steps=50
+  --config.a.b=VALUE   override any config field (all listed below with their comments),
+                       e.g. --config.rl.steps=50
   --debug              show the full traceback of an error
   --verbose            show the libraries' INFO logs (orbax, jax, absl), hidden by default
   -h, --help           show this message and every config field (with --config FILE: that
