@@ -121,19 +121,24 @@ def test_progress_bar_is_compact_where_stderr_is_not_a_terminal(monkeypatch):
 
 
 def test_progress_eta_ignores_the_compile_step_and_resumed_steps(monkeypatch):
-    """Resumed at step 25 of 40: the 25 steps done by the earlier run are not in the rate;
-    after `exclude_compile` (the first step compiles: 60 s) the ETA is 1 s/step x 10 left."""
-    from rlvr_jax.train.logging import exclude_compile, progress_bar
+    """Resumed at step 25 of 40: the 25 steps done by the earlier run are not in the rate,
+    nor is the first step (compile + run: 60 s), not even on the line drawn right after it
+    (which said "~2 hours" when it was); after it, 1 s/step x 10 steps left = 10 s."""
+    import io
+
+    from rlvr_jax.train.logging import progress_bar
     monkeypatch.delenv("RLVR_JAX_NO_PROGRESS", raising=False)
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
     now = [1000.0]
     bar = progress_bar(40, "RL", initial=25)
     bar._time = lambda: now[0]
     bar.start_t = bar.last_print_t = now[0]
     now[0] += 60.0      # step 26: compile + run
     bar.update(1)
-    assert bar.format_dict["n"] == 26
-    assert abs(bar.format_dict["elapsed"] - 60.0) < 1e-6   # rate: 1 step / 60 s, not 26 / 60
-    exclude_compile(bar)
+    d = bar.format_dict
+    assert d["n"] == 26 and d["initial"] == 26 and d["elapsed"] == 0.0
+    assert "26/40 [00:00<?" in err.getvalue().split("\r")[-1]   # no ETA yet, not 14 min
     for _ in range(4):  # steps 27-30: 1 s each
         now[0] += 1.0
         bar.update(1)

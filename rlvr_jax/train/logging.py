@@ -185,8 +185,20 @@ def read_tensorboard_scalars(logdir: str) -> Dict[str, list]:
 
 
 class _Bar(tqdm):
-    """A tqdm bar whose `set_postfix` waits for the next redraw (tqdm's own redraws at once,
-    which on a non-terminal stream would write one line per step whatever `mininterval`)."""
+    """A tqdm bar whose first step (which compiles) is out of its rate and ETA, and whose
+    `set_postfix` waits for the next redraw (tqdm's own redraws at once, which on a
+    non-terminal stream would write one line per step whatever `mininterval`)."""
+
+    _first_done = False
+
+    def update(self, n=1):
+        if self.disable or self._first_done:
+            return super().update(n)
+        self._first_done = True    # Before any redraw: no ETA from the compile step.
+        self.n += n
+        exclude_compile(self)
+        self.refresh()
+        return True
 
     def set_postfix(self, ordered_dict=None, refresh=False, **kwargs):
         super().set_postfix(ordered_dict, refresh=refresh, **kwargs)
@@ -209,7 +221,8 @@ def configure_library_logs(verbose: bool = False) -> None:
 
 def progress_bar(total: int, desc: str, *, initial: int = 0):
     """A tqdm bar on stderr (ETA included); disabled when RLVR_JAX_NO_PROGRESS=1. Its rate
-    is the average since `exclude_compile` (not an EMA that a slow first step distorts);
+    is the average since the first step (which compiles) ended, not an EMA that a slow
+    first step distorts;
     `initial` steps (done by an earlier, resumed run) count as done but not in the rate.
     Where stderr is not a terminal (a log file, a notebook cell) it redraws every 30 s
     instead of every second, so the output stays short."""
