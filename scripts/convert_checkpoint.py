@@ -69,16 +69,20 @@ def _load_run(run_dir: str):
 def main(argv=None) -> None:
     """Parses `argv` and converts; a missing or unreadable input ends with one `error:`
     line on stderr and exit status 2."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     to_orbax = sub.add_parser("hf-to-orbax", help="Hugging Face directory -> orbax params")
-    to_orbax.add_argument("hf_dir")
-    to_orbax.add_argument("out_dir")
-    to_orbax.add_argument("--param-dtype", default="float32")
+    to_orbax.add_argument("hf_dir", help="Hugging Face directory (config.json + safetensors)")
+    to_orbax.add_argument("out_dir", help="where params/ and model_config.json go")
+    to_orbax.add_argument("--param-dtype", default="float32",
+                          help="stored parameter dtype (default float32: exact for bf16/fp16 "
+                          "sources too)")
     to_orbax.add_argument("--dtype", default="bfloat16", help="compute dtype stored in the config")
     to_hf = sub.add_parser("orbax-to-hf", help="orbax params -> Hugging Face directory")
-    to_hf.add_argument("in_dir")
-    to_hf.add_argument("hf_dir")
+    to_hf.add_argument("in_dir", help="an hf-to-orbax output, or a scripts/train.py workdir "
+                       "(its latest checkpoint's policy)")
+    to_hf.add_argument("hf_dir", help="where config.json and *.safetensors go")
     to_hf.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
                        help="tensor dtype on disk (default: the parameters' own dtype, exact)")
     to_hf.add_argument("--max-shard-bytes", type=int, default=5 * 2**30)

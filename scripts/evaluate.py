@@ -1,4 +1,4 @@
-"""Evaluate a policy: pass@k, maj@k, CoT-pass@k with bootstrap intervals; prints JSON.
+r"""Evaluate a policy: pass@k, maj@k, CoT-pass@k with bootstrap intervals; prints JSON.
 
     python scripts/evaluate.py --task arithmetic --split test --num-prompts 200 \
         --task-kwargs '{"min_digits": 2, "max_digits": 3}' --params-dir runs/x/params
@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     data = p.add_mutually_exclusive_group()
     data.add_argument("--task", help="synthetic task: arithmetic | countdown | sorting | "
                       "synthesis (default with --run-dir: the run's)")
