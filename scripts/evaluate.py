@@ -1,7 +1,7 @@
 r"""Evaluate a policy: pass@k, maj@k, CoT-pass@k with bootstrap intervals; prints JSON.
 
     python scripts/evaluate.py --task arithmetic --split test --num-prompts 200 \
-        --task-kwargs '{"min_digits": 2, "max_digits": 3}' --params-dir runs/x/params
+        --task-kwargs '{"min_digits": 2, "max_digits": 3}' --params-dir ORBAX_DIR  # hf-to-orbax output
     python scripts/evaluate.py --jsonl math.jsonl --prompt-field problem --answer-field answer \
         --hf-dir ~/models/Qwen2.5-0.5B-Instruct --chat-template --max-new-tokens 512 --k 1,8
     python scripts/evaluate.py --task arithmetic --preset tiny --num-prompts 8   # smoke test
