@@ -65,4 +65,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    from rlvr_jax.train.cli import script_main
+    script_main(main)

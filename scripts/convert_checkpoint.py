@@ -3,6 +3,9 @@
     python scripts/convert_checkpoint.py hf-to-orbax  HF_DIR  OUT_DIR [--param-dtype bfloat16]
     python scripts/convert_checkpoint.py orbax-to-hf  OUT_DIR HF_DIR  [--dtype bfloat16]
                                                                       [--max-shard-bytes N]
+    python scripts/convert_checkpoint.py orbax-to-hf  runs/quickstart HF_DIR   # a training run
+
+`orbax-to-hf` also reads a `scripts/train.py` workdir: the policy of its latest checkpoint.
 
 Exports are exact by default: the tensors keep the parameters' own dtype
 (`param_dtype` in model_config.json) unless `--dtype` asks for another.
@@ -35,8 +38,15 @@ def save_orbax(params, config: ModelConfig, out_dir: str) -> None:
 
 
 def load_orbax(in_dir: str):
-    """(ModelConfig, params) from a directory written by `save_orbax`."""
+    """(ModelConfig, params) from a directory written by `save_orbax`, or the policy of a
+    `scripts/train.py` workdir's latest checkpoint."""
     in_dir = os.path.abspath(in_dir)
+    if not os.path.isfile(os.path.join(in_dir, "model_config.json")):
+        if os.path.isfile(os.path.join(in_dir, "config.json")) and not os.path.isfile(
+                os.path.join(in_dir, "model.safetensors")):
+            return _load_run(in_dir)
+        raise FileNotFoundError(f"{in_dir}: neither an hf-to-orbax output (model_config.json)"
+                                " nor a scripts/train.py workdir (config.json, checkpoints/)")
     with open(os.path.join(in_dir, "model_config.json")) as f:
         fields = json.load(f)
     if fields.get("rope_scaling") is not None:
@@ -46,22 +56,46 @@ def load_orbax(in_dir: str):
     return config, params
 
 
+def _load_run(run_dir: str):
+    import json as json_lib
+
+    from rlvr_jax.data.tokenizers import load_tokenizer
+    from rlvr_jax.train.checkpoint import load_run
+    with open(os.path.join(run_dir, "config.json")) as f:
+        tokenizer = load_tokenizer(json_lib.load(f).get("tokenizer") or "builtin")
+    return load_run(run_dir, tokenizer=tokenizer)
+
+
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    """Parses `argv` and converts; a missing or unreadable input ends with one `error:`
+    line on stderr and exit status 2."""
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     to_orbax = sub.add_parser("hf-to-orbax", help="Hugging Face directory -> orbax params")
-    to_orbax.add_argument("hf_dir")
-    to_orbax.add_argument("out_dir")
-    to_orbax.add_argument("--param-dtype", default="float32")
+    to_orbax.add_argument("hf_dir", help="Hugging Face directory (config.json + safetensors)")
+    to_orbax.add_argument("out_dir", help="where params/ and model_config.json go")
+    to_orbax.add_argument("--param-dtype", default="float32",
+                          help="stored parameter dtype (default float32: exact for bf16/fp16 "
+                          "sources too)")
     to_orbax.add_argument("--dtype", default="bfloat16", help="compute dtype stored in the config")
     to_hf = sub.add_parser("orbax-to-hf", help="orbax params -> Hugging Face directory")
-    to_hf.add_argument("in_dir")
-    to_hf.add_argument("hf_dir")
+    to_hf.add_argument("in_dir", help="an hf-to-orbax output, or a scripts/train.py workdir "
+                       "(its latest checkpoint's policy)")
+    to_hf.add_argument("hf_dir", help="where config.json and *.safetensors go")
     to_hf.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
                        help="tensor dtype on disk (default: the parameters' own dtype, exact)")
     to_hf.add_argument("--max-shard-bytes", type=int, default=5 * 2**30)
     args = parser.parse_args(argv)
+    try:
+        _convert(args)
+    except (FileNotFoundError, ValueError) as e:
+        text = str(e).strip()
+        print(f"error: {text.splitlines()[0] if text else type(e).__name__}", file=sys.stderr)
+        sys.exit(2)
 
+
+def _convert(args) -> None:
     if args.command == "hf-to-orbax":
         config, params = hf.load_hf_checkpoint(args.hf_dir, dtype=args.dtype,
                                                param_dtype=args.param_dtype)

@@ -12,6 +12,7 @@ equals ``1/12``, which our rule verifier rejects as an approximation), and some 
 whole solutions rather than answers, so this is an out-of-sample check of the rule verifier
 and an in-sample one of math-verify.
 """
+import argparse
 import ast
 import glob
 import json
@@ -45,9 +46,18 @@ def pairs_from_file(path: str) -> list[dict]:
     return rows
 
 
-def main():
-    """Write the pairs of every ``test_*.py`` under argv[1] to argv[2]."""
-    tests_dir, out = sys.argv[1], sys.argv[2]
+def main(argv=None):
+    """Write the pairs of every ``test_*.py`` under TESTS_DIR to OUT (a JSONL file)."""
+    parser = argparse.ArgumentParser(
+        description="math-verify's own (gold, pred, expected) test cases as labelled pairs "
+                    "(JSONL) for scripts/audit_verifier.py --pairs.")
+    parser.add_argument("tests_dir", help="math-verify's tests/ directory")
+    parser.add_argument("out", help="the JSONL file to write")
+    args = parser.parse_args(argv)
+    tests_dir, out = args.tests_dir, args.out
+    if not glob.glob(os.path.join(tests_dir, "test_*.py")):
+        print(f"error: {tests_dir}: no test_*.py files", file=sys.stderr)
+        sys.exit(2)
     rows = [r for f in sorted(glob.glob(os.path.join(tests_dir, "test_*.py")))
             for r in pairs_from_file(f)]
     with open(out, "w", encoding="utf-8") as f:

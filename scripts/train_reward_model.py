@@ -76,4 +76,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from rlvr_jax.train.cli import script_main
+    script_main(main)

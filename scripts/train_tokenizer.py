@@ -9,11 +9,14 @@ ids: pad=0, unk=1, bos=2, eos=3.
 """
 import argparse
 import io
+import os
 import string
+import sys
 
 import sentencepiece as spm
 
-from rlvr_jax import tasks
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from rlvr_jax import tasks  # noqa: E402
 
 
 def task_text(n_per_task: int, seed: int):
@@ -51,4 +54,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    from rlvr_jax.train.cli import script_main
+    script_main(main)

@@ -279,6 +279,7 @@ def test_script_exit_status_and_last_stderr_line(tmp_path):
 
     proc = _script(["--help", "--config", QUICK], REPO)
     assert proc.returncode == 0 and "--workdir DIR" in proc.stdout and proc.stderr == ""
+    assert "--verbose" in proc.stdout
     assert "--config.checkpoint.every=100" in proc.stdout  # The file's value.
     assert "--config.rl.aggregation='seq-mean-token-mean'\n      how per-token" in proc.stdout
 
@@ -326,3 +327,53 @@ def test_a_run_saved_before_new_fields_existed_still_resumes(tmp_path):
     config, _ = cli.parse(argv + ["--workdir", work, "--config.data.size=8"])
     with pytest.raises(ConfigError, match=r"data.size \"<absent>\" -> 8"):
         workdir_lib.plan(config, work)
+
+
+def test_other_scripts_bad_input_is_one_line(capsys, monkeypatch):
+    """scripts/{benchmark,memory_plan,audit_verifier,train_tokenizer,train_reward_model,
+    sampler_microbench}.py run their main through `cli.script_main`: a missing file or a bad
+    value is one `error:` line and exit status 2 (RLVR_JAX_DEBUG=1: the traceback too)."""
+    def missing():
+        open("/nonexistent/pairs.jsonl")
+
+    def bad_preset():
+        from rlvr_jax.models import presets
+        presets.get("nope")
+
+    for main, expected in ((missing, "error: [Errno 2] No such file or directory: "
+                            "'/nonexistent/pairs.jsonl'"),
+                           (bad_preset, "error: unknown model preset 'nope'")):
+        monkeypatch.delenv("RLVR_JAX_DEBUG", raising=False)
+        with pytest.raises(SystemExit) as e:
+            cli.script_main(main)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and err[0].startswith(expected), err
+        monkeypatch.setenv("RLVR_JAX_DEBUG", "1")
+        with pytest.raises(SystemExit):
+            cli.script_main(main)
+        assert "Traceback" in capsys.readouterr().err
+    for name in ("benchmark", "memory_plan", "audit_verifier", "train_tokenizer",
+                 "train_reward_model", "sampler_microbench"):
+        with open(os.path.join(REPO, "scripts", f"{name}.py")) as f:
+            assert "script_main(main)" in f.read(), name
+
+
+def test_resume_and_restart_say_so(tmp_path):
+    """The first line of a rerun says what it does: resume from step N, continue a finished
+    run, or start an interrupted one again (loop.setup prints `plan.notice`)."""
+    argv = ["--config", QUICK] + SMALL + ["--config.checkpoint.every=1"]
+    work = str(tmp_path / "run")
+    _run_files(work, argv, steps=(0, 1))
+    config, _ = cli.parse(argv + ["--workdir", work])
+    assert workdir_lib.plan(config, work).notice == (
+        f"{work}: resuming the run from its RL step 1 checkpoint (to RL step 2)")
+    done = str(tmp_path / "done")
+    _run_files(done, argv, summary=True, steps=(0, 2))
+    config, _ = cli.parse(argv + ["--workdir", done, "--config.rl.steps=4"])
+    assert workdir_lib.plan(config, done).notice == (
+        f"{done}: continuing the finished run from its RL step 2 checkpoint (to RL step 4)")
+    early = str(tmp_path / "early")
+    _run_files(early, argv)
+    config, _ = cli.parse(argv + ["--workdir", early])
+    assert "interrupted before its first checkpoint; starting it again" in \
+        workdir_lib.plan(config, early).notice

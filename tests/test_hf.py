@@ -249,3 +249,21 @@ def test_convert_script_round_trip(hf_models, tmp_path):
     assert a.keys() == b.keys()
     for key in a:
         np.testing.assert_array_equal(a[key], b[key])
+
+
+@pytest.mark.parametrize("family", ["qwen2", "llama"])
+def test_padding_hole_in_a_row_matches_transformers(family, hf_models, tmp_path):
+    """A row with padding in the MIDDLE (and on the left): our default positions count the
+    real tokens before each token (`default_positions`' docstring), which is what
+    transformers computes with position_ids = cumsum(mask) - 1 and the same mask."""
+    model = hf_models[family]
+    model.save_pretrained(tmp_path / "hf")
+    config, params = hf.load_hf_checkpoint(tmp_path / "hf")
+    tokens, mask = _batch()
+    mask[0, 5:8] = 0                   # row 0: a hole of 3 in the middle
+    mask[1, 7] = 0                     # row 1: left padding and a hole of 1
+    positions = np.asarray(transformer.default_positions(mask))
+    np.testing.assert_array_equal(positions[0][mask[0] > 0], np.arange(mask[0].sum()))
+    np.testing.assert_array_equal(positions[1][mask[1] > 0], np.arange(mask[1].sum()))
+    ref = _hf_logits(model, tokens, mask)
+    assert _max_diff(_our_logits(params, config, tokens, mask), ref, mask) <= TOL

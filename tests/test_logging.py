@@ -59,7 +59,7 @@ def test_tensorboard_scalars_match_jsonl(tmp_path):
 
 def test_missing_tensorboardx_falls_back_to_jsonl(tmp_path, monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "tensorboardX", None)   # import now raises ImportError
-    with caplog.at_level(logging.WARNING, logger="rlvr_jax"):
+    with caplog.at_level(logging.INFO, logger="rlvr_jax"):   # shown by train.py --verbose
         w = MetricsWriter(str(tmp_path))
     assert w.tensorboard is None
     assert any("tensorboardX is not installed" in r.getMessage() for r in caplog.records)
@@ -99,3 +99,71 @@ def test_foreign_event_files_are_kept(tmp_path):
     w.write(1, {"a": 1.0})
     w.close()
     assert other.exists()
+
+
+def test_progress_bar_is_compact_where_stderr_is_not_a_terminal(monkeypatch):
+    """A log file or a notebook cell gets a few lines per phase, not one per step: the
+    postfix set every step waits for the next (30 s) redraw instead of forcing one."""
+    import io
+
+    from rlvr_jax.train.logging import progress_bar
+    monkeypatch.delenv("RLVR_JAX_NO_PROGRESS", raising=False)
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    bar = progress_bar(300, "RL")
+    for i in range(300):
+        bar.set_postfix(reward=f"{i / 300:.3f}")
+        bar.update(1)
+    bar.close()
+    draws = err.getvalue().count("\r")
+    assert 1 <= draws <= 3, err.getvalue()[:500]
+    assert "300/300" in err.getvalue() and "reward=0.997" in err.getvalue()
+
+
+def test_progress_eta_ignores_the_compile_step_and_resumed_steps(monkeypatch):
+    """Resumed at step 25 of 40: the 25 steps done by the earlier run are not in the rate,
+    nor is the first step (compile + run: 60 s), not even on the line drawn right after it
+    (which said "~2 hours" when it was); after it, 1 s/step x 10 steps left = 10 s."""
+    import io
+
+    from rlvr_jax.train.logging import progress_bar
+    monkeypatch.delenv("RLVR_JAX_NO_PROGRESS", raising=False)
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    now = [1000.0]
+    bar = progress_bar(40, "RL", initial=25)
+    bar._time = lambda: now[0]
+    bar.start_t = bar.last_print_t = now[0]
+    now[0] += 60.0      # step 26: compile + run
+    bar.update(1)
+    d = bar.format_dict
+    assert d["n"] == 26 and d["initial"] == 26 and d["elapsed"] == 0.0
+    assert "26/40 [00:00<?" in err.getvalue().split("\r")[-1]   # no ETA yet, not 14 min
+    for _ in range(4):  # steps 27-30: 1 s each
+        now[0] += 1.0
+        bar.update(1)
+    d = bar.format_dict
+    rate = (d["n"] - d["initial"]) / d["elapsed"]
+    assert abs(rate - 1.0) < 1e-6 and abs((d["total"] - d["n"]) / rate - 10.0) < 1e-6
+    bar.close()
+
+
+def test_library_info_logs_hidden_unless_verbose():
+    """train.py's default: orbax (absl) and jax INFO lines hidden even where the root logger
+    is at INFO (a notebook, a user's basicConfig); `--verbose` shows them."""
+    from rlvr_jax.train.logging import configure_library_logs
+    saved = {n: logging.getLogger(n).level for n in ("absl", "jax", "orbax", "rlvr_jax")}
+    root = logging.getLogger().level
+    try:
+        logging.getLogger().setLevel(logging.INFO)
+        configure_library_logs(verbose=False)
+        for name in ("absl", "jax._src.xla_bridge", "orbax.checkpoint", "rlvr_jax"):
+            assert not logging.getLogger(name).isEnabledFor(logging.INFO), name
+            assert logging.getLogger(name).isEnabledFor(logging.WARNING), name
+        configure_library_logs(verbose=True)
+        for name in ("absl", "jax._src.xla_bridge", "rlvr_jax"):
+            assert logging.getLogger(name).isEnabledFor(logging.INFO), name
+    finally:
+        logging.getLogger().setLevel(root)
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)

@@ -207,3 +207,54 @@ def test_evaluate_from_a_training_runs_checkpoint(tokenizer, tmp_path, monkeypat
     with pytest.raises(FileNotFoundError, match="no complete checkpoint; train with"):
         load_run(str(bare), tokenizer=tokenizer)
     assert sorted(os.listdir(bare)) == ["config.json"]
+    # `evaluate.py --run-dir RUN` alone: the run's task, knobs, held-out stream and size, so
+    # the greedy pass@1 is the one the run printed after RL.
+    evaluate = _script_module("evaluate.py")
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        evaluate.main(["--run-dir", str(tmp_path), "--num-samples", "0",
+                       "--num-resamples", "50"])
+    report = json.loads(out.getvalue())
+    assert report["data"] == "arithmetic/test" and report["num_prompts"] == 8
+    assert report["max_new_tokens"] == config.sampling.max_new_tokens
+    assert report["metrics"]["greedy_pass@1"]["value"] == pytest.approx(
+        summary["after_rl"]["eval/pass@1"])
+    # `convert_checkpoint.py orbax-to-hf RUN HF_DIR`: the run's policy, exactly.
+    from rlvr_jax.models import hf
+    _script_module("convert_checkpoint.py").main(["orbax-to-hf", str(tmp_path),
+                                                  str(tmp_path / "hf")])
+    _, exported = hf.load_hf_checkpoint(str(tmp_path / "hf"))
+    jax.tree.map(np.testing.assert_array_equal, exported, params)
+
+
+def _script_module(name):
+    spec = importlib.util.spec_from_file_location(name[:-3], os.path.join(ROOT, "scripts", name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_evaluate_and_convert_bad_input_is_one_line(tmp_path, capsys):
+    """A wrong knob, a run trained on file data, a missing directory: one `error:` line and
+    exit status 2, nothing written."""
+    evaluate, convert = _script_module("evaluate.py"), _script_module("convert_checkpoint.py")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"data": {"source": "jsonl", "path": "x.jsonl",
+                                                          "task": "arithmetic"}}))
+    cases = [(evaluate, ["--task", "arithmetic", "--preset", "tiny", "--task-kwargs",
+                         '{"max_digit": 2}'], "error: --task-kwargs: "),
+             (evaluate, ["--run-dir", str(run)], "name the evaluation data with --task or"),
+             (convert, ["orbax-to-hf", str(tmp_path / "none"), str(tmp_path / "out")],
+              str(tmp_path / "none")),
+             (convert, ["hf-to-orbax", str(tmp_path / "none"), str(tmp_path / "out")],
+              str(tmp_path / "none"))]
+    for module, argv, expected in cases:
+        with pytest.raises(SystemExit) as e:
+            module.main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1, (argv, err)
+        assert err[0].startswith("error: ") and expected in err[0], (argv, err)
+    assert sorted(os.listdir(tmp_path)) == ["run"]

@@ -2,20 +2,22 @@
 one line.
 
     python scripts/train.py --config configs/quickstart.py --workdir runs/quickstart \
-        [--config.rl.steps=50 ...] [--debug]
+        [--config.rl.steps=50 ...] [--debug] [--verbose]
 
 `main(argv) -> exit status`: 0 when the run finished; 2 for a problem the user can fix (a
 flag, the config file, a config value, a file, the data, the workdir), reported as the
 last line of stderr, `error: <field or file>: <what is wrong>`, with no traceback unless
 `--debug`; 1 when a run stops for another reason (e.g. a non-finite loss), also one line.
+The libraries' INFO logs (orbax, jax) are hidden unless `--verbose`.
 """
 import importlib.util
 import os
 import sys
 import traceback
-from typing import List, Optional
+from typing import Callable, List, Optional
 
-USAGE = """usage: python scripts/train.py --config CONFIG.py --workdir DIR [--config.SECTION.KEY=VALUE ...] [--debug]
+USAGE = """usage: python scripts/train.py --config CONFIG.py --workdir DIR [--config.SECTION.KEY=VALUE ...]
+                              [--debug] [--verbose]
 
 Trains a policy with RL from an ml_collections config file (see configs/ and README.md).
 
@@ -23,9 +25,10 @@ Trains a policy with RL from an ml_collections config file (see configs/ and REA
   --workdir DIR        where metrics.jsonl, samples.jsonl, summary.json and checkpoints/ go;
                        a new or empty directory starts a run, an interrupted run's directory
                        resumes it (or starts it again if it saved no checkpoint)
-  --config.a.b=VALUE   override any config field (every field is commented in
-                       rlvr_jax/train/config.py), e.g. --config.rl.steps=50
+  --config.a.b=VALUE   override any config field (all listed below with their comments),
+                       e.g. --config.rl.steps=50
   --debug              show the full traceback of an error
+  --verbose            show the libraries' INFO logs (orbax, jax, absl), hidden by default
   -h, --help           show this message and every config field (with --config FILE: that
                        file's values)
 """
@@ -40,8 +43,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-h" in argv or "--help" in argv:
         return print_help(argv)
-    debug = "--debug" in argv
-    argv = [a for a in argv if a != "--debug"]
+    debug, verbose = "--debug" in argv, "--verbose" in argv
+    argv = [a for a in argv if a not in ("--debug", "--verbose")]
+    from rlvr_jax.train.logging import configure_library_logs
+    configure_library_logs(verbose)
     from rlvr_jax.train.validate import ConfigError
     try:
         config, workdir = parse(argv)
@@ -70,10 +75,14 @@ def print_help(argv: List[str]) -> int:
         except UsageError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    print(USAGE)
-    print(f"config fields (values of {path}):" if config is not None else
-          "config fields (defaults; a config file may change them):")
-    print(format_help(config if config is not None else default_config()))
+    title = (f"config fields (values of {path}):" if config is not None else
+             "config fields (defaults; a config file may change them):")
+    try:
+        print(USAGE)
+        print(title)
+        print(format_help(config if config is not None else default_config()), flush=True)
+    except BrokenPipeError:  # `train.py --help | head`: the reader has what it wanted.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's advice)
     return 0
 
 
@@ -162,6 +171,16 @@ def _flag_value(argv: List[str], name: str) -> Optional[str]:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+def script_main(main: Callable[[], object]) -> None:
+    """Runs a script's `main()` (the other `scripts/*.py`): a missing file or a bad value
+    (`FileNotFoundError`, `ValueError`) ends the script with one `error:` line on stderr
+    and exit status 2; `RLVR_JAX_DEBUG=1` in the environment shows the traceback too."""
+    try:
+        main()
+    except (FileNotFoundError, ValueError) as e:
+        sys.exit(_report(e, 2, os.environ.get("RLVR_JAX_DEBUG") == "1"))
 
 
 def _report(e: BaseException, status: int, debug: bool) -> int:

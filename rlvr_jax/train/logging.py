@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Dict, Optional
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 _log = logging.getLogger("rlvr_jax")
 
@@ -46,13 +46,14 @@ class TensorBoardScalars:
 
 
 def tensorboard_writer(logdir: str, *, replace: bool = False) -> Optional[TensorBoardScalars]:
-    """A `TensorBoardScalars` on `logdir`, or None (with a one-line notice) when the optional
-    `tensorboardX` package (the `viz` extra) is not installed."""
+    """A `TensorBoardScalars` on `logdir`, or None (with an INFO line, shown by
+    `train.py --verbose`) when the optional `tensorboardX` package (the `viz` extra) is not
+    installed."""
     try:
         return TensorBoardScalars(logdir, replace=replace)
     except ImportError:
-        _log.warning("tensorboardX is not installed (pip install 'rlvr_jax[viz]'); "
-                     "writing metrics.jsonl only")
+        _log.info("tensorboardX is not installed (pip install 'rlvr_jax[viz]'); "
+                  "writing metrics.jsonl only")
         return None
 
 
@@ -183,15 +184,52 @@ def read_tensorboard_scalars(logdir: str) -> Dict[str, list]:
     return out
 
 
-def progress_bar(total: int, desc: str):
+class _Bar(tqdm):
+    """A tqdm bar whose first step (which compiles) is out of its rate and ETA, and whose
+    `set_postfix` waits for the next redraw (tqdm's own redraws at once, which on a
+    non-terminal stream would write one line per step whatever `mininterval`)."""
+
+    _first_done = False
+
+    def update(self, n=1):
+        if self.disable or self._first_done:
+            return super().update(n)
+        self._first_done = True    # Before any redraw: no ETA from the compile step.
+        self.n += n
+        exclude_compile(self)
+        self.refresh()
+        return True
+
+    def set_postfix(self, ordered_dict=None, refresh=False, **kwargs):
+        super().set_postfix(ordered_dict, refresh=refresh, **kwargs)
+
+
+LIBRARY_LOGGERS = ("absl", "jax", "jaxlib", "orbax", "etils", "rlvr_jax")
+
+
+def configure_library_logs(verbose: bool = False) -> None:
+    """The command line's log levels: the libraries' INFO lines (orbax's per-save lines via
+    absl, jax's "Unable to initialize backend 'tpu'", ...) hidden, WARNING and above shown,
+    whatever level the root logger has; with `verbose` they are shown, on stderr."""
+    level = logging.INFO if verbose else logging.WARNING
+    if verbose:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(levelname)s %(name)s: %(message)s")
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+
+
+def progress_bar(total: int, desc: str, *, initial: int = 0):
     """A tqdm bar on stderr (ETA included); disabled when RLVR_JAX_NO_PROGRESS=1. Its rate
-    is the average since `exclude_compile` (not an EMA that a slow first step distorts).
+    is the average since the first step (which compiles) ended, not an EMA that a slow
+    first step distorts;
+    `initial` steps (done by an earlier, resumed run) count as done but not in the rate.
     Where stderr is not a terminal (a log file, a notebook cell) it redraws every 30 s
     instead of every second, so the output stays short."""
     disable = os.environ.get("RLVR_JAX_NO_PROGRESS") == "1"
     interactive = getattr(sys.stderr, "isatty", lambda: False)()
-    return tqdm(total=total, desc=desc, file=sys.stderr, disable=disable, dynamic_ncols=True,
-                mininterval=1.0 if interactive else 30.0, smoothing=0.0)
+    return _Bar(total=total, desc=desc, file=sys.stderr, disable=disable, dynamic_ncols=True,
+                mininterval=1.0 if interactive else 30.0, smoothing=0.0, initial=initial)
 
 
 def exclude_compile(bar) -> None:

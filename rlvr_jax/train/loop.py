@@ -247,8 +247,7 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
         if _saving(r):  # Step 0: the warm-up is never redone once RL has started.
             r.ckpt.save(0, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
                         force=True)
-    bar = progress_bar(config.rl.steps, "RL")
-    bar.update(start)
+    bar = progress_bar(config.rl.steps, "RL", initial=start)  # Resumed steps: not in the rate.
     for i in range(start, config.rl.steps):
         state, metrics = rl_step(r, program, state, loader, i)
         last_eval = after_rl_step(r, i + 1, state, metrics, loader, summary, last_eval)
