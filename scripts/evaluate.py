@@ -58,6 +58,10 @@ def parse_args(argv=None):
     p.add_argument("--num-resamples", type=int, default=2000, help="bootstrap resamples")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--samples-out", default="", help="write completions here (JSONL)")
+    p.add_argument("--env", default=None,
+                   help="multi-turn environment (docs/multiturn.md): calculator, "
+                        "calculator_host, python, lookup, guess_number; its limits from "
+                        "--run-dir's config (else the defaults); default: the run's env.name")
     p.add_argument("--out", default="", help="also write the JSON report here")
     args = p.parse_args(argv)
     if not (args.task or args.jsonl or args.run_dir):
@@ -94,6 +98,9 @@ def run_defaults(args) -> None:
             if getattr(args, key) is None:
                 setattr(args, key, value)
         args.tokenizer = args.tokenizer or run.get("tokenizer") or ""
+        args.env_config = run.get("env") or {}
+        if args.env is None:
+            args.env = args.env_config.get("name", "")
     for key, value in _DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -142,8 +149,29 @@ def _load(args):
     return data, tokenizer, config, params
 
 
+def _env(args, tokenizer):
+    """(environment, host tools or None) of --env, or (None, None)."""
+    if not args.env:
+        return None, None
+    from rlvr_jax import multiturn
+    from rlvr_jax.train.config import default_config
+    e = dict(default_config().env.to_dict(), **getattr(args, "env_config", {}))
+    env = multiturn.build_env(args.env, tokenizer, max_turns=e["max_turns"],
+                              max_turn_tokens=e["max_turn_tokens"],
+                              max_obs_tokens=e["max_obs_tokens"], timeout_s=e["timeout_s"],
+                              corpus_path=e["corpus_path"])
+    if getattr(env, "on_host", False):
+        return env, multiturn.HostTools(env, tokenizer, num_workers=e["num_workers"])
+    return env, None
+
+
 def _evaluate(args, data, tokenizer, config, params):
     from rlvr_jax import evaluation
+    try:
+        env, tools = _env(args, tokenizer)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: --env: {e}", file=sys.stderr)
+        sys.exit(2)
     ks = [int(k) for k in args.k.split(",")] if args.k else ()
     report = evaluation.evaluate_policy(
         params, config, tokenizer, data, num_samples=args.num_samples, ks=ks,
@@ -151,7 +179,7 @@ def _evaluate(args, data, tokenizer, config, params):
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
         apply_chat_template=args.chat_template, seed=args.seed,
         num_resamples=args.num_resamples, confidence=args.confidence,
-        samples_out=args.samples_out)
+        samples_out=args.samples_out, env=env, tools=tools)
     report["model"] = args.hf_dir or args.params_dir or args.run_dir or args.preset
     text = json.dumps(report, indent=2)
     if args.out:
