@@ -173,7 +173,9 @@ def test_pool_scoring_survives_hung_and_crashing_samples():
         t0 = time.perf_counter()
         r, metrics = scoring.score_on_host(_rollout(6), texts, [None] * 6, verify=scorer,
                                            rl=rl, max_new_tokens=4)
-        assert time.perf_counter() - t0 < 15.0
+        # The hung sample (60 s) was cut at its 1 s timeout; the bound is loose (worker
+        # start-up and restarts on a loaded machine), not a timing assertion.
+        assert time.perf_counter() - t0 < 45.0
         r2, _ = scoring.score_on_host(_rollout(2), ["1", "0"], [None] * 2, verify=scorer,
                                       rl=rl, max_new_tokens=4)  # The pool still works.
     np.testing.assert_array_equal(np.asarray(r), [1, 0, 0, 0, 0, 1])
