@@ -171,36 +171,6 @@ def test_a_hanging_call_is_answered_with_an_error_at_its_timeout(tok):
     assert tok.decode([int(t) for t in out.obs[0, :out.obs_len[0]]]) == env.error_text
 
 
-def test_split_rl_step_with_a_host_game(params, model_config, tok):
-    """`make_host_rl_step(..., env=GuessNumber)`: episodes played on the host, scored by the
-    task on the model's tokens (the game's replies are never read), one update."""
-    import optax
-    from rlvr_jax.train import step as step_lib
-    from rlvr_jax.train.state import create_train_state
-    task = tasks.get("guess_number", min_width=8, max_width=8)
-    examples = task.generate(4, seed=0)
-    env = multiturn.build_env("guess_number", tok, max_turns=5, max_turn_tokens=6,
-                              max_obs_tokens=10)
-    prompts, pmask = _prompts(tok, [ex.prompt for ex in examples])
-    batch = {"prompt_tokens": prompts, "prompt_mask": pmask,
-             "answers": jnp.asarray([ex.answer_value for ex in examples], jnp.int32)}
-    tx = optax.sgd(1e-2)
-    with multiturn.HostTools(env, tok, num_workers=2) as tools:
-        step = step_lib.make_host_rl_step(
-            model_config, _sc(tok, num_samples=2, max_new_tokens=32), step_lib.RLConfig(
-                num_prompts=4, aggregation="token-mean"), tx, task.verify, tok, env=env,
-            tools=tools)
-        state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(0))
-        new, metrics, samples = step(state, batch, examples)
-    tokens, mask = np.asarray(samples["tokens"]), np.asarray(samples["mask"])
-    for row in range(8):  # The rewards are the task's verdicts on the guesses.
-        text = tok.decode([int(t) for t in tokens[row][mask[row] == 1]])
-        assert float(samples["rewards"][row]) == task.verify(text, examples[row // 2])
-    for key in ("tool/calls", "tool/call_rate", "episode/observation_fraction", "train/loss"):
-        assert np.isfinite(float(metrics[key])), key
-    assert float(metrics["train/grad_norm"]) >= 0
-
-
 def test_the_docs_host_tool_example_runs():
     """docs/multiturn.md's ≤20-line host tool, executed as written."""
     import os
@@ -219,3 +189,43 @@ def test_the_docs_host_tool_example_runs():
         state = reply.state if not reply.error else state
         replies.append((reply.text, reply.error))
     assert replies == [(" cba", False)] * 3 + [(" no", True)]
+
+
+def test_a_whole_host_game_run_through_the_trainer(tmp_path, monkeypatch):
+    """configs/guess_number.py end to end at toy size (`loop.run`, the split path): the
+    warm-up replays its traces against the game, evaluation and RL play episodes on the host,
+    the rewards are the task's verdicts on the guesses, the metrics carry the tool statistics
+    and the host tools' cost."""
+    import importlib.util
+    import os
+    from rlvr_jax.train import loop
+    from rlvr_jax.train.logging import read_metrics
+    path = os.path.join(os.path.dirname(__file__), "..", "configs", "guess_number.py")
+    spec = importlib.util.spec_from_file_location("guess_number_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.get_config()
+    for section, key, value in (("sft", "steps", 2), ("sft", "batch_size", 8), ("rl", "steps", 1),
+                                ("rl", "num_prompts", 2), ("rl", "num_samples", 2),
+                                ("eval", "num_prompts", 4), ("eval", "batch_size", 4),
+                                ("eval", "k", 1), ("checkpoint", "every", 0),
+                                ("sampling", "max_new_tokens", 64), ("env", "max_turns", 5),
+                                ("log_samples_every", None, 1)):
+        if key is None:
+            config[section] = value
+        else:
+            setattr(config[section], key, value)
+    config.data.task_kwargs = dict(min_width=8, max_width=8, max_start=60)
+    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
+    summary = loop.run(config, str(tmp_path), progress=False)
+    assert 0.0 <= summary["after_rl"]["eval/pass@1"] <= 1.0
+    rl = [r for r in read_metrics(os.path.join(tmp_path, "metrics.jsonl")) if r["phase"] == "rl"]
+    assert len(rl) == 1
+    for key in ("tool/calls", "tool/call_rate", "tool/segments", "tool/host_ms_per_call",
+                "episode/observation_fraction", "reward/correct", "train/loss"):
+        assert np.isfinite(rl[0][key]), key
+    task = tasks.get("guess_number", min_width=8, max_width=8, max_start=60)
+    for sample in read_metrics(os.path.join(tmp_path, "samples.jsonl")):
+        lo, hi = (int(x) for x in sample["prompt"].rstrip("?").split("-"))
+        ex = task.make(lo, hi, int(sample["answer"]))
+        assert sample["reward"] == task.verify(sample["completion"], ex)
