@@ -1,0 +1,194 @@
+"""Runs a finding's arms × seeds: one shared warm-up per seed, RL per arm, pass@k evaluation.
+
+Layout under the work directory `work` (resumable: a finished pair is never redone):
+
+  work/_warmup/KEY/seed_S/params.msgpack   the warm-up of seed S (KEY: a hash of the config
+                                           parts the warm-up reads), shared by every arm and
+                                           by every finding with the same warm-up
+  work/_warmup/KEY/seed_S/eval_E.json      its evaluation (E: a hash of the EvalSpec)
+  work/NAME/ARM/seed_S/result.json         a finished arm × seed: metrics, curves, wall time
+  work/NAME/ARM/seed_S/run/                its training workdir (metrics.jsonl, config.json)
+
+Pairing: every arm of seed S starts from warm-up S with `config.seed = S` (the same RL
+prompt order and the same evaluation prompts and sampling keys), so arms differ only in
+their overrides.
+"""
+import hashlib
+import json
+import os
+import shutil
+import time
+from typing import Any, Callable, Dict, Optional
+
+import flax.serialization
+import jax
+import numpy as np
+
+from rlvr_jax.evaluation import decoding, report
+from rlvr_jax.lab.spec import EvalSpec, Finding
+from rlvr_jax.train import build, loop
+from rlvr_jax.train import workdir as workdir_lib
+from rlvr_jax.train.config import check_key
+from rlvr_jax.train.validate import validate
+
+_WARMUP_PARTS = ("model", "tokenizer", "data", "sft", "mesh")
+_CURVE_POINTS = 60
+
+
+def apply_overrides(config, overrides: Dict[str, Any]):
+    """Sets each dotted key of `overrides` on `config` (unknown keys raise ValueError)."""
+    for key, value in overrides.items():
+        check_key(config, key)
+        node, parts = config, key.split(".")
+        for part in parts[:-1]:
+            node = node[part]
+        node[parts[-1]] = value
+    return config
+
+
+def arm_config(finding: Finding, arm: str, seed: int):
+    """The locked config of `arm` at `seed`: the finding's base, the arm's overrides, no
+    periodic evaluation, checkpoints or sample logs (the runner evaluates at the end)."""
+    config = finding.base()
+    apply_overrides(config, {k: v for k, v in finding.arms[arm].items() if k != "rl.steps"
+                             or v != 0})
+    config.seed = seed
+    config.eval.every = 0
+    config.eval.k = 1
+    config.eval.num_prompts = finding.eval.num_prompts
+    config.eval.batch_size = finding.eval.batch_size
+    config.checkpoint.every = 0
+    config.log_samples_every = 0
+    return config
+
+
+def _hash(obj) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def warmup_key(config) -> str:
+    """Hash of what the warm-up depends on: model, tokenizer, data, sft, mesh, sampling
+    length and seed (RL settings do not enter)."""
+    d = config.to_dict()
+    parts = {p: d[p] for p in _WARMUP_PARTS}
+    parts["max_new_tokens"], parts["seed"] = d["sampling"]["max_new_tokens"], d["seed"]
+    return _hash(parts)
+
+
+def _setup(config, workdir: str):
+    """(loop.Run, fresh parameters shaped like the policy's) for `config` in a new `workdir`."""
+    if os.path.exists(workdir):  # An interrupted pair: start it again from the warm-up.
+        shutil.rmtree(workdir)
+    validate(config)
+    r, _ = loop.setup(config, workdir_lib.plan(config, workdir), progress=False)
+    loop.open_logs(r)
+    params = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
+    return r, params
+
+
+def warmup_params(r, init_params, work: str, log: Callable[[str], None] = print):
+    """(warm-up params, cache dir) of `r.config`'s seed: trained once from `init_params`
+    (logged to r's metrics.jsonl as phase "sft"), then read from the cache."""
+    config = r.config
+    wdir = os.path.join(work, "_warmup", warmup_key(config), f"seed_{config.seed}")
+    path = os.path.join(wdir, "params.msgpack")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            host = flax.serialization.from_bytes(jax.device_get(init_params), f.read())
+        return r.placer.params(host), wdir
+    log(f"  warm-up seed {config.seed}: {config.sft.steps} supervised steps")
+    params = loop.warm_up(r, init_params)
+    os.makedirs(wdir, exist_ok=True)
+    tmp = path + f".tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(flax.serialization.to_bytes(jax.device_get(params)))
+    os.replace(tmp, path)
+    return params, wdir
+
+
+def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
+    """pass@k and maj@k (k in spec.ks) and mean@n, averaged over the held-out prompts, from
+    `spec.num_samples` samples per prompt (unbiased pass@k estimator); the sampling keys
+    depend on the seed only, so every arm of a seed is scored on the same draws."""
+    ev = r.evaluator
+    texts = decoding.generate_texts(
+        params, r.model_config, r.tokenizer, ev.prompt_tokens, ev.prompt_mask,
+        jax.random.fold_in(jax.random.PRNGKey(seed), 424242), num_samples=spec.num_samples,
+        greedy=False, temperature=spec.temperature, max_new_tokens=ev.max_new_tokens,
+        batch_size=spec.batch_size, buckets=None)
+    per_prompt = report.per_prompt_metrics(report.score(texts, ev.data), ks=spec.ks)
+    return {k: float(np.mean(v)) for k, v in per_prompt.items() if not k.startswith("cot_")}
+
+
+def _curves(run_dir: str, keys) -> Dict[str, list]:
+    """{"step": [...], key: [...]} from metrics.jsonl's RL lines, thinned to ~60 points."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    rows = [x for x in rows if x.get("phase") == "rl"]
+    stride = max(1, len(rows) // _CURVE_POINTS)
+    rows = rows[stride - 1::stride] if rows else []
+    out = {"step": [x["step"] for x in rows]}
+    for key in keys:
+        out[key] = [x.get(key) for x in rows]
+    return out
+
+
+def run_pair(finding: Finding, arm: str, seed: int, work: str,
+             log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """The result of `arm` at `seed` (read back if finished, else trained and evaluated):
+    {"arm", "seed", "metrics": {name: float}, "curves": {...}, "wall_s", "skipped"}."""
+    pair_dir = os.path.join(work, finding.name, arm, f"seed_{seed}")
+    out_path = os.path.join(pair_dir, "result.json")
+    if os.path.exists(out_path):
+        with open(out_path) as f:
+            return {**json.load(f), "skipped": True}
+    t0 = time.time()
+    config = arm_config(finding, arm, seed)
+    r, init = _setup(config, os.path.join(pair_dir, "run"))
+    params, wdir = warmup_params(r, init, work, log)
+    if finding.is_warmup(arm):
+        metrics = _cached_eval(r, params, finding.eval, seed, wdir)
+        curves: Dict[str, list] = {}
+        r.writer.close()
+        r.samples.close()
+    else:
+        log(f"  {arm} seed {seed}: {config.rl.steps} RL steps")
+        state = loop.reinforce(r, params, {"after_warmup": {"eval/pass@1": float("nan")}})
+        r.writer.close()
+        r.samples.close()
+        metrics = evaluate(r, state.params, finding.eval, seed)
+        curves = _curves(os.path.join(pair_dir, "run"), finding.curves)
+    result = {"arm": arm, "seed": seed, "metrics": metrics, "curves": curves,
+              "wall_s": time.time() - t0}
+    os.makedirs(pair_dir, exist_ok=True)
+    workdir_lib.write_json_atomic(out_path, result)
+    return {**result, "skipped": False}
+
+
+def _cached_eval(r, params, spec: EvalSpec, seed: int, wdir: str) -> Dict[str, float]:
+    path = os.path.join(wdir, f"eval_{_hash(spec.__dict__)}.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    metrics = evaluate(r, params, spec, seed)
+    workdir_lib.write_json_atomic(path, metrics)
+    return metrics
+
+
+def run_finding(finding: Finding, work: str, *, seeds: Optional[int] = None,
+                log: Callable[[str], None] = print) -> Dict[str, list]:
+    """Every arm × seed of `finding` (seed-major: a seed's warm-up is trained once, then its
+    arms); returns {arm: [pair result per seed]}."""
+    n = seeds or finding.seeds
+    out: Dict[str, list] = {arm: [] for arm in finding.arms}
+    for seed in range(n):
+        for arm in finding.arms:
+            res = run_pair(finding, arm, seed, work, log)
+            state = "done before" if res["skipped"] else f"{res['wall_s']:.0f} s"
+            log(f"[{finding.name}] {arm} seed {seed}: {state}; " + ", ".join(
+                f"{k}={v:.3f}" for k, v in res["metrics"].items() if k.startswith("pass@")))
+            out[arm].append(res)
+    return out
