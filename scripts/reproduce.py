@@ -85,6 +85,8 @@ def _compilation_cache(path: str) -> None:
     """JAX's persistent compilation cache: the same arm at another seed compiles the same
     programs, which are then read back instead of compiled again."""
     import jax
+    if jax.config.jax_compilation_cache_dir:  # Set already (the test suite's): keep it.
+        return
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 

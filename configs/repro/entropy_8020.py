@@ -5,7 +5,8 @@ it does much worse.
 
 Arms (paired by seed; all the "entropy_8020" preset: GRPO advantages, clip-higher 0.2/0.28,
 token mean, no KL): full (every token), top20 (the 20% highest-entropy tokens of each
-minibatch), bottom80 (the other 80%: rl.entropy_mask_invert). Metric: pass@k, k = 1..128.
+minibatch), bottom80 (the other 80%: rl.entropy_mask_invert), 100 RL steps each. Metric:
+pass@k, k = 1..64, from 64 samples per prompt on 128 held-out prompts.
 
     python scripts/reproduce.py run entropy_8020
 """

@@ -5,11 +5,11 @@ Layout under the work directory `work` (resumable: a finished pair is never redo
   work/_warmup/KEY/seed_S/params.msgpack   the warm-up of seed S (KEY: a hash of the config
                                            parts the warm-up reads), shared by every arm and
                                            by every finding with the same warm-up
-  work/_warmup/KEY/seed_S/eval_E.json      its evaluation (E: a hash of the EvalSpec)
-  work/NAME/ARM/seed_S/result.json         a finished arm × seed: metrics, curves, wall time
-  work/NAME/ARM/seed_S/run/                its training workdir (metrics.jsonl, config.json)
+  work/_pairs/PAIR/result.json             a finished arm × seed: metrics, curves, wall time
+  work/_pairs/PAIR/run/                    its training workdir (metrics.jsonl, config.json)
 
-Pairing: every arm of seed S starts from warm-up S with `config.seed = S` (the same RL
+PAIR is a hash of the arm's whole config (seed included) and the evaluation, so an arm that
+two findings define identically (e.g. a baseline) is trained once. Pairing: every arm of seed S starts from warm-up S with `config.seed = S` (the same RL
 prompt order and the same evaluation prompts and sampling keys), so arms differ only in
 their overrides.
 """
@@ -24,6 +24,7 @@ import flax.serialization
 import jax
 import numpy as np
 
+from rlvr_jax import models
 from rlvr_jax.evaluation import decoding, report
 from rlvr_jax.lab.spec import EvalSpec, Finding
 from rlvr_jax.train import build, loop
@@ -76,28 +77,30 @@ def warmup_key(config) -> str:
 
 
 def _setup(config, workdir: str):
-    """(loop.Run, fresh parameters shaped like the policy's) for `config` in a new `workdir`."""
+    """loop.Run for `config` in a new `workdir` (its metrics.jsonl open)."""
     if os.path.exists(workdir):  # An interrupted pair: start it again from the warm-up.
         shutil.rmtree(workdir)
     validate(config)
     r, _ = loop.setup(config, workdir_lib.plan(config, workdir), progress=False)
     loop.open_logs(r)
-    params = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
-    return r, params
+    return r
 
 
-def warmup_params(r, init_params, work: str, log: Callable[[str], None] = print):
-    """(warm-up params, cache dir) of `r.config`'s seed: trained once from `init_params`
-    (logged to r's metrics.jsonl as phase "sft"), then read from the cache."""
+def warmup_params(r, work: str, log: Callable[[str], None] = print):
+    """(warm-up params, cache dir) of `r.config`'s seed: trained once from the config's
+    initial parameters (logged to r's metrics.jsonl as phase "sft"), then read back."""
     config = r.config
     wdir = os.path.join(work, "_warmup", warmup_key(config), f"seed_{config.seed}")
     path = os.path.join(wdir, "params.msgpack")
-    if os.path.exists(path):
+    if os.path.exists(path):  # Only the tree's structure is needed: nothing is compiled.
+        shapes = jax.eval_shape(lambda key: models.init_params(r.model_config, key),
+                                r.keys["init"])
         with open(path, "rb") as f:
-            host = flax.serialization.from_bytes(jax.device_get(init_params), f.read())
+            host = flax.serialization.from_bytes(shapes, f.read())
         return r.placer.params(host), wdir
     log(f"  warm-up seed {config.seed}: {config.sft.steps} supervised steps")
-    params = loop.warm_up(r, init_params)
+    init = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
+    params = loop.warm_up(r, init)
     os.makedirs(wdir, exist_ok=True)
     tmp = path + f".tmp{os.getpid()}"
     with open(tmp, "wb") as f:
@@ -139,18 +142,18 @@ def _curves(run_dir: str, keys) -> Dict[str, list]:
 def run_pair(finding: Finding, arm: str, seed: int, work: str,
              log: Callable[[str], None] = print) -> Dict[str, Any]:
     """The result of `arm` at `seed` (read back if finished, else trained and evaluated):
-    {"arm", "seed", "metrics": {name: float}, "curves": {...}, "wall_s", "skipped"}."""
-    pair_dir = os.path.join(work, finding.name, arm, f"seed_{seed}")
+    {"arm", "seed", "metrics": {name: float}, "curves": {...}, "wall_s", "skipped", "dir"}."""
+    config = arm_config(finding, arm, seed)
+    pair_dir = pair_path(finding, arm, seed, work)
     out_path = os.path.join(pair_dir, "result.json")
     if os.path.exists(out_path):
         with open(out_path) as f:
-            return {**json.load(f), "skipped": True}
+            return {**json.load(f), "arm": arm, "skipped": True, "dir": pair_dir}
     t0 = time.time()
-    config = arm_config(finding, arm, seed)
-    r, init = _setup(config, os.path.join(pair_dir, "run"))
-    params, wdir = warmup_params(r, init, work, log)
+    r = _setup(config, os.path.join(pair_dir, "run"))
+    params, _ = warmup_params(r, work, log)
     if finding.is_warmup(arm):
-        metrics = _cached_eval(r, params, finding.eval, seed, wdir)
+        metrics = evaluate(r, params, finding.eval, seed)
         curves: Dict[str, list] = {}
         r.writer.close()
         r.samples.close()
@@ -165,17 +168,17 @@ def run_pair(finding: Finding, arm: str, seed: int, work: str,
               "wall_s": time.time() - t0}
     os.makedirs(pair_dir, exist_ok=True)
     workdir_lib.write_json_atomic(out_path, result)
-    return {**result, "skipped": False}
+    return {**result, "skipped": False, "dir": pair_dir}
 
 
-def _cached_eval(r, params, spec: EvalSpec, seed: int, wdir: str) -> Dict[str, float]:
-    path = os.path.join(wdir, f"eval_{_hash(spec.__dict__)}.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
-    metrics = evaluate(r, params, spec, seed)
-    workdir_lib.write_json_atomic(path, metrics)
-    return metrics
+def pair_path(finding: Finding, arm: str, seed: int, work: str) -> str:
+    """work/_pairs/PAIR: PAIR hashes the arm's config at `seed` (warm-up-only arms: the
+    warm-up's parts only), the evaluation and the recorded curves."""
+    config = arm_config(finding, arm, seed)
+    what = ({"warmup": warmup_key(config)} if finding.is_warmup(arm)
+            else {"config": config.to_dict()})
+    what.update(eval=finding.eval.__dict__, curves=list(finding.curves))
+    return os.path.join(work, "_pairs", _hash(what))
 
 
 def run_finding(finding: Finding, work: str, *, seeds: Optional[int] = None,
