@@ -2,6 +2,7 @@
 
     python scripts/reproduce.py list
     python scripts/reproduce.py run NAME [--seeds N] [--quick] [--out DIR] [--work DIR]
+    python scripts/reproduce.py report NAME [--out DIR]   # markdown tables of results.json
 
 `run` trains every arm x seed of configs/repro/NAME.py (each seed's warm-up once, shared by
 all its arms), evaluates pass@k on held-out prompts, and writes DIR/NAME/results.json (per
@@ -33,7 +34,22 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="runs/findings", help="results go to OUT/NAME/")
     run.add_argument("--work", default="", help="warm-ups and runs (default OUT/NAME/work; "
                      "shared warm-ups: pass the same --work to several findings)")
+    rep = sub.add_parser("report", help="markdown tables of OUT/NAME/results.json")
+    rep.add_argument("name")
+    rep.add_argument("--out", default="runs/findings")
     return p
+
+
+def report(args) -> int:
+    from rlvr_jax.lab import report as report_lib
+    path = os.path.join(args.out, args.name, "results.json")
+    if not os.path.exists(path):
+        print(f"error: no {path}; run `reproduce.py run {args.name} --out {args.out}` first",
+              file=sys.stderr)
+        return 2
+    with open(path) as f:
+        print(report_lib.markdown(json.load(f)), end="")
+    return 0
 
 
 def list_findings() -> int:
@@ -93,7 +109,7 @@ def _compilation_cache(path: str) -> None:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return list_findings() if args.command == "list" else run(args)
+    return {"list": lambda a: list_findings(), "run": run, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -159,6 +159,9 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys):
     assert res["curves"]["grpo"][0]["step"] == [1, 2]  # The RL arm's training curves.
 
     capsys.readouterr()
+    assert main(["report", "rl_vs_base", "--out", out]) == 0
+    table = capsys.readouterr().out
+    assert "| grpo |" in table and f"**Verdict: {res['verdict']}.**" in table
     assert main(["run", "rl_vs_base", "--quick", "--out", out]) == 0
     log = capsys.readouterr().out
     assert log.count("done before") == 4
