@@ -92,7 +92,11 @@ def warmup_params(r, work: str, log: Callable[[str], None] = print):
     config = r.config
     wdir = os.path.join(work, "_warmup", warmup_key(config), f"seed_{config.seed}")
     path = os.path.join(wdir, "params.msgpack")
+    os.makedirs(wdir, exist_ok=True)
+    while not os.path.exists(path) and not _try_lock(path + ".lock"):
+        time.sleep(5.0)  # Another process is training this warm-up.
     if os.path.exists(path):  # Only the tree's structure is needed: nothing is compiled.
+        _unlock_if_mine(path + ".lock")
         shapes = jax.eval_shape(lambda key: models.init_params(r.model_config, key),
                                 r.keys["init"])
         with open(path, "rb") as f:
@@ -106,6 +110,7 @@ def warmup_params(r, work: str, log: Callable[[str], None] = print):
     with open(tmp, "wb") as f:
         f.write(flax.serialization.to_bytes(jax.device_get(params)))
     os.replace(tmp, path)
+    os.remove(path + ".lock")
     return params, wdir
 
 
@@ -142,14 +147,28 @@ def _curves(run_dir: str, keys) -> Dict[str, list]:
 def run_pair(finding: Finding, arm: str, seed: int, work: str,
              log: Callable[[str], None] = print) -> Dict[str, Any]:
     """The result of `arm` at `seed` (read back if finished, else trained and evaluated):
-    {"arm", "seed", "metrics": {name: float}, "curves": {...}, "wall_s", "skipped", "dir"}."""
-    config = arm_config(finding, arm, seed)
+    {"arm", "seed", "metrics": {name: float}, "curves": {...}, "wall_s", "skipped", "dir"};
+    None while another live process is running this pair."""
     pair_dir = pair_path(finding, arm, seed, work)
     out_path = os.path.join(pair_dir, "result.json")
     if os.path.exists(out_path):
         with open(out_path) as f:
             return {**json.load(f), "arm": arm, "skipped": True, "dir": pair_dir}
+    os.makedirs(os.path.dirname(pair_dir), exist_ok=True)
+    lock = pair_dir + ".lock"
+    if not _try_lock(lock):
+        return None
+    try:
+        return _train_pair(finding, arm, seed, work, pair_dir, log)
+    finally:
+        os.remove(lock)
+
+
+def _train_pair(finding: Finding, arm: str, seed: int, work: str, pair_dir: str,
+                log: Callable[[str], None]) -> Dict[str, Any]:
+    out_path = os.path.join(pair_dir, "result.json")
     t0 = time.time()
+    config = arm_config(finding, arm, seed)
     r = _setup(config, os.path.join(pair_dir, "run"))
     params, _ = warmup_params(r, work, log)
     if finding.is_warmup(arm):
@@ -182,16 +201,67 @@ def pair_path(finding: Finding, arm: str, seed: int, work: str) -> str:
 
 
 def run_finding(finding: Finding, work: str, *, seeds: Optional[int] = None,
-                log: Callable[[str], None] = print) -> Dict[str, list]:
+                log: Callable[[str], None] = print, poll_s: float = 10.0) -> Dict[str, list]:
     """Every arm × seed of `finding` (seed-major: a seed's warm-up is trained once, then its
-    arms); returns {arm: [pair result per seed]}."""
+    arms); returns {arm: [pair result per seed]}. Several processes may share `work`: a
+    pair another live process is running is left to it and read back once it is done."""
     n = seeds or finding.seeds
-    out: Dict[str, list] = {arm: [] for arm in finding.arms}
-    for seed in range(n):
-        for arm in finding.arms:
+    pending = [(seed, arm) for seed in range(n) for arm in finding.arms]
+    done: Dict[tuple, Dict[str, Any]] = {}
+    while pending:
+        waiting = []
+        for seed, arm in pending:
             res = run_pair(finding, arm, seed, work, log)
+            if res is None:
+                waiting.append((seed, arm))
+                continue
             state = "done before" if res["skipped"] else f"{res['wall_s']:.0f} s"
             log(f"[{finding.name}] {arm} seed {seed}: {state}; " + ", ".join(
                 f"{k}={v:.3f}" for k, v in res["metrics"].items() if k.startswith("pass@")))
-            out[arm].append(res)
-    return out
+            done[seed, arm] = res
+        if len(waiting) == len(pending):
+            time.sleep(poll_s)  # All left are another process's: wait for them.
+        pending = waiting
+    return {arm: [done[seed, arm] for seed in range(n)] for arm in finding.arms}
+
+
+def _try_lock(path: str) -> bool:
+    """Creates `path` holding this process's id, unless a live process holds it."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        try:
+            with open(path) as f:
+                pid = int(f.read() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        if pid and _alive(pid):
+            return False
+        try:
+            os.remove(path)  # Left by a process that died.
+        except FileNotFoundError:
+            pass
+        return _try_lock(path)
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def _unlock_if_mine(path: str) -> None:
+    try:
+        with open(path) as f:
+            mine = f.read() == str(os.getpid())
+    except OSError:
+        return
+    if mine:
+        os.remove(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
