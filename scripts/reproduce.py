@@ -85,7 +85,7 @@ def run(args) -> int:
     summary["wall_s_all_pairs"] = round(sum(w for a in summary["arms"].values()
                                             for w in a["wall_s"]), 1)
     with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+        json.dump(stats.rounded(summary), f, indent=1)
     plots.write_plots(summary, out, finding.reference_arm)
     print(f"[{finding.name}] verdict: {summary['verdict']}")
     for c in summary["checks"]:

@@ -30,6 +30,7 @@ def finding():
                 Check("pass@1", "bottom80", "full", "<", note="bottom 80% is worse")],
         eval=EVAL,
         quick=QUICK,
+        seeds=5,
         reference="full",
         notes="The paper's models are 8B-32B with long chains of thought, where forking "
               "tokens are rare; a 16-token worked addition has few real forks.",

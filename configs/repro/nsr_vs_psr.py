@@ -30,6 +30,7 @@ def finding():
                 Check("pass@64", "nsr", "psr", ">", note="NSR above PSR at large k")],
         eval=EVAL,
         quick=QUICK,
+        seeds=5,
         notes="PSR here is the paper's +1/0 REINFORCE, not GRPO with negative advantages "
               "zeroed; both arms share the loss, aggregation and learning rate (1e-4).",
     )

@@ -52,7 +52,7 @@ def passk_plot(summary: Dict[str, Any], path: str, reference: str) -> str:
     fig.suptitle(f"{summary['finding']}: {summary['seeds']} seeds, 95% seed-bootstrap "
                  f"intervals", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=72)
     plt.close(fig)
     return path
 
@@ -81,7 +81,7 @@ def curves_plot(summary: Dict[str, Any], path: str) -> str:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=72)
     plt.close(fig)
     return path
 

@@ -15,6 +15,7 @@ from rlvr_jax.evaluation.metrics import bootstrap_ci, iqm
 from rlvr_jax.lab.spec import Check, Finding
 
 NUM_RESAMPLES = 5000
+CURVE_POINTS = 25  # Training-curve points per run kept in results.json.
 SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
 
 
@@ -107,7 +108,26 @@ def summarize(finding: Finding, results: Dict[str, list]) -> Dict[str, Any]:
             "verdict": verdict([c["outcome"] for c in checks]), "checks": checks,
             "seeds": len(next(iter(results.values()))), "eval": dict(finding.eval.__dict__),
             "notes": finding.notes, "arms": arms,
-            "curves": {arm: [r.get("curves", {}) for r in rows] for arm, rows in results.items()}}
+            "curves": {arm: [_thin(r.get("curves", {})) for r in rows]
+                       for arm, rows in results.items()}}
+
+
+def _thin(curves: Dict[str, list], points: int = CURVE_POINTS) -> Dict[str, list]:
+    """Every stride-th point of each curve (about `points` of them), 4 decimals."""
+    stride = max(1, len(curves.get("step", [])) // points)
+    return {k: [v if v is None or k == "step" else round(v, 4) for v in vals[stride - 1::stride]]
+            for k, vals in curves.items()}
+
+
+def rounded(obj, digits: int = 5):
+    """`obj` (nested dicts / lists) with every float rounded: small results.json files."""
+    if isinstance(obj, float):
+        return round(obj, digits)
+    if isinstance(obj, dict):
+        return {k: rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [rounded(v, digits) for v in obj]
+    return obj
 
 
 def _metric_order(m: str):
