@@ -2,6 +2,8 @@
 from typing import Any, Dict, Sequence
 
 SHOWN_KS = (1, 4, 16, 64)
+# How each expectation reads on the interval of the mean paired difference a − b.
+_EXPECT = {">": "> 0", "<": "< 0", ">=": "≥ −{m}", "<=": "≤ +{m}", "~": "within ±{m}"}
 
 
 def _cell(arm: Dict[str, Any], metric: str) -> str:
@@ -29,7 +31,7 @@ def checks_table(summary: Dict[str, Any]) -> str:
             "|---|---|---|---|---|"]
     for c in summary["checks"]:
         d = c["difference"]
-        expect = c["expect"] + (f" (margin {c['margin']})" if c["margin"] else " 0")
+        expect = _EXPECT[c["expect"]].format(m=c["margin"])
         rows.append(f"| {c['metric']}: {c['a']} − {c['b']} | {d['mean']:+.3f} "
                     f"({d['ci95'][0]:+.3f} to {d['ci95'][1]:+.3f}) | {d['wins']}/{d['seeds']} "
                     f"seeds | {expect} | {c['outcome']} |")
