@@ -93,10 +93,12 @@ def test_finding_spec_checks_its_arms_and_metrics():
         Check("pass@1", "a", "b", "!=")
     with pytest.raises(ValueError, match="ks must lie"):
         EvalSpec(num_samples=4, ks=(8,))
-    f = _finding(quick={"rl.steps": 2, "sft.steps": 3})
+    f = _finding(quick={"rl.steps": 2, "sft.steps": 3},
+                 arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}, "long": {"rl.steps": 300}})
     assert f.is_warmup(lab.WARMUP) and not f.is_warmup("rl")
     q = f.quick_version()
-    assert q.arms["rl"]["rl.steps"] == 2 and q.arms[lab.WARMUP]["rl.steps"] == 0
+    assert q.arms["rl"]["rl.steps"] == q.arms["long"]["rl.steps"] == 2
+    assert q.arms[lab.WARMUP]["rl.steps"] == 0
     assert q.arms["rl"]["sft.steps"] == q.arms[lab.WARMUP]["sft.steps"] == 3  # One warm-up.
 
 
@@ -147,7 +149,8 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys):
         res = json.load(f)
     assert {"finding", "paper", "claim", "verdict", "arms", "checks"} <= set(res)
     assert res["verdict"] in ("reproduced", "not reproduced", "inconclusive at this scale")
-    assert set(res["arms"]) == {lab.WARMUP, "grpo"}
+    arms = lab.load("rl_vs_base").arms
+    assert set(res["arms"]) == set(arms) and {lab.WARMUP, "grpo"} <= set(arms)
     for arm in res["arms"].values():
         assert [r["seed"] for r in arm["per_seed"]] == [0, 1]
         for part in ("mean", "ci95", "iqm"):
@@ -164,7 +167,7 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys):
     assert "| grpo |" in table and f"**Verdict: {res['verdict']}.**" in table
     assert main(["run", "rl_vs_base", "--quick", "--out", out]) == 0
     log = capsys.readouterr().out
-    assert log.count("done before") == 4
+    assert log.count("done before") == 2 * len(arms)
     with open(path) as f:
         assert json.load(f)["arms"] == res["arms"]
 
@@ -174,6 +177,6 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys):
                            "result.json"))
     assert main(["run", "rl_vs_base", "--quick", "--out", out]) == 0
     log = capsys.readouterr().out
-    assert log.count("done before") == 3 and "grpo seed 1: 2 RL steps" in log
+    assert log.count("done before") == 2 * len(arms) - 1 and "grpo seed 1: 2 RL steps" in log
     with open(path) as f:  # Redone the same way: the same numbers.
         assert json.load(f)["arms"]["grpo"]["per_seed"] == res["arms"]["grpo"]["per_seed"]

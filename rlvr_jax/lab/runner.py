@@ -9,9 +9,12 @@ Layout under the work directory `work` (resumable: a finished pair is never redo
   work/_pairs/PAIR/run/                    its training workdir (metrics.jsonl, config.json)
 
 PAIR is a hash of the arm's whole config (seed included) and the evaluation, so an arm that
-two findings define identically (e.g. a baseline) is trained once. Pairing: every arm of seed S starts from warm-up S with `config.seed = S` (the same RL
+two findings define identically (e.g. a baseline) is trained once.
+
+Pairing: every arm of seed S starts from warm-up S with `config.seed = S` (the same RL
 prompt order and the same evaluation prompts and sampling keys), so arms differ only in
-their overrides.
+their overrides. Several runner processes may share `work` (lock files per pair and per
+warm-up, held by a live process id).
 """
 import hashlib
 import json

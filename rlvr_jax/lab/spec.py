@@ -116,12 +116,16 @@ class Finding:
 
     def quick_version(self) -> "Finding":
         """The `--quick` smoke version: tiny warm-up / RL / evaluation, `quick_seeds` seeds;
-        checks on metrics the quick evaluation lacks are mapped to its largest k."""
+        checks on metrics the quick evaluation lacks are mapped to its largest k. Arms that
+        differ only in what `quick` overrides (e.g. their RL steps) become one pair."""
         ev = self.quick_eval or EvalSpec(num_prompts=8, num_samples=4, ks=(1, 2, 4),
                                          batch_size=8)
         top = max(ev.ks)
         checks = [dataclasses.replace(c, metric=_clip_metric(c.metric, top)) for c in self.checks]
-        arms = {a: {**self.quick, **o} for a, o in self.arms.items()}  # Same warm-up for all.
+        # The quick overrides win (one warm-up for all, a few RL steps even for a long arm);
+        # a warm-up arm stays one.
+        arms = {a: {**o, **self.quick, **({"rl.steps": 0} if self.is_warmup(a) else {})}
+                for a, o in self.arms.items()}
         return dataclasses.replace(self, arms=arms, checks=checks, seeds=self.quick_seeds,
                                    eval=ev)
 
