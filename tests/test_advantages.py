@@ -68,6 +68,11 @@ def test_weighting_and_w_reinforce():
                                [[-4.0, 0.0, 1.5]])
     np.testing.assert_allclose(advantages.w_reinforce(jnp.array([[1.0, 0.0]]), positive_weight=0.1),
                                [[0.1, -1.0]])
+    r = _rewards(3, binary=True)
+    for pos, neg in ((0.1, 1.0), (0.0, 1.0), (1.0, 0.0), (0.5, 2.0)):  # W-REINFORCE, NSR, PSR
+        np.testing.assert_allclose(
+            advantages.w_reinforce(r, positive_weight=pos, negative_weight=neg),
+            ref.w_reinforce(r, pos, neg), rtol=RTOL, atol=ATOL)
 
 
 def test_dynamic_sampling_selection():

@@ -235,6 +235,20 @@ def test_gpg_preset_scales_advantages(tok, params, model_config, rollout):
     assert "loss/logp_mean" in m  # The plain REINFORCE loss.
 
 
+def test_true_psr_and_inverted_entropy_mask_resolve():
+    """PSR (+1 right, 0 wrong) is w_reinforce with weights 1 / 0; the inverted 80/20 mask
+    trains on the valid tokens outside the high-entropy ones (no update step needed)."""
+    psr = algorithms.resolve(rl_config("nsr", positive_weight=1.0, negative_weight=0.0))
+    a = np.asarray(psr.group_advantages(jnp.asarray(REWARDS), jnp.ones((P,), bool)))
+    np.testing.assert_allclose(a, np.where(REWARDS > 0.5, 1.0, 0.0))
+    mask = jnp.array([[True, True, True, False]])
+    high = jnp.array([[True, False, False, False]])
+    inv = algorithms.resolve(rl_config("entropy_8020", entropy_mask_invert=True))
+    np.testing.assert_array_equal(inv.entropy_tokens(mask, high), [[False, True, True, False]])
+    top = algorithms.resolve(rl_config("entropy_8020"))
+    np.testing.assert_array_equal(top.entropy_tokens(mask, high), high)
+
+
 @pytest.mark.parametrize("name,positive", [("nsr", 0.0), ("w_reinforce", 0.1)])
 def test_negative_sample_weighting(name, positive, tok, params, model_config, rollout):
     rl = rl_config(name)

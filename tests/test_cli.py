@@ -112,6 +112,8 @@ CASES = [
     ("label-free-on-device", ["--config.reward.components=token,majority"], None,
      "reward.components: 'token' scores on device"),
     ("process-form", ["--config.rl.process_form=max"], None, "rl.process_form: must be one of"),
+    ("entropy-invert", ["--config.rl.entropy_mask_invert=True"], None,
+     "rl.entropy_mask_invert: needs entropy_keep_fraction < 1"),
     ("process-weight", ["--config.rl.process_weight=-1"], None,
      "rl.process_weight: must be >= 0"),
     ("process-gspo", ["--config.rl.process_weight=0.5", "--config.rl.policy_loss=gspo"], None,

@@ -216,6 +216,19 @@ def test_entropy_bonus_and_high_entropy_mask():
         losses.high_entropy_mask(ent, mask, keep_fraction=0.0)
 
 
+def test_low_entropy_complement_matches_reference():
+    rng = np.random.default_rng(13)
+    ent = rng.random((B, T)).astype(np.float32)
+    _, _, _, _, mask = _batch(13)
+    for frac in (0.2, 0.5):
+        top = losses.high_entropy_mask(ent, mask, keep_fraction=frac)
+        low = np.asarray(losses.low_entropy_complement(mask, top))
+        np.testing.assert_array_equal(low, ref.low_entropy_complement(ent, mask, frac))
+        # A partition of the valid tokens; every kept-low entropy <= every high one.
+        assert not np.any(low & np.asarray(top)) and np.array_equal(low | top, mask)
+        assert ent[low].max() <= ent[np.asarray(top)].min()
+
+
 @pytest.mark.parametrize("mode", losses.MODES)
 def test_aggregate_matches_reference_and_microbatches_add_up(mode):
     rng = np.random.default_rng(12)

@@ -87,7 +87,9 @@ def test_labelled_sets_have_no_mistakes():
 def test_pathological_input_is_bounded(completion):
     start = time.monotonic()
     rm.math_reward(completion, "1")
-    assert time.monotonic() - start < 2.0
+    # A loose bound (a runaway parse takes minutes; a loaded 2-core machine ~2 s), not a
+    # timing assertion.
+    assert time.monotonic() - start < 10.0
 
 
 # ---------------------------------------------------------------- math-verify

@@ -242,24 +242,27 @@ def sign_weighted(advantages, *, positive_weight=1.0, negative_weight=1.0):
     return jnp.where(a > 0, positive_weight * a, negative_weight * a)
 
 
-def w_reinforce(rewards, *, positive_weight=0.1, threshold=0.5):
-    """W-REINFORCE advantage for binary-correctness rewards: `+λ` if correct, `-1` otherwise.
+def w_reinforce(rewards, *, positive_weight=0.1, threshold=0.5, negative_weight=1.0):
+    """W-REINFORCE advantage for binary-correctness rewards: `+λ` if correct, `-μ` otherwise.
 
-    Formula: `A_i = λ` if `r_i > threshold` else `-1`, used with `losses.reinforce` (`-A·logp`),
-    i.e. `L = λ·L_PSR + L_NSR`. Paper: Zhu et al. 2025, "The Surprising Effectiveness of
-    Negative Reinforcement in LLM Reasoning" (λ = 0.1). No baseline, so all-equal groups are
-    not zeroed. verl / TRL: none.
+    Formula: `A_i = λ` if `r_i > threshold` else `-μ` (μ = negative_weight, 1 by default),
+    used with `losses.reinforce` (`-A·logp`), i.e. `L = λ·L_PSR + μ·L_NSR`. Paper: Zhu et al.
+    2025, "The Surprising Effectiveness of Negative Reinforcement in LLM Reasoning" (λ = 0.1;
+    NSR is λ = 0, μ = 1; PSR, +1 for right samples and 0 for wrong ones, is λ = 1, μ = 0).
+    No baseline, so all-equal groups are not zeroed. verl / TRL: none.
 
     Args:
       rewards: any-shape float rewards (typically `[P, G]` of 0/1).
       positive_weight: λ, the weight of correct samples.
       threshold: rewards above it count as correct.
+      negative_weight: μ, the weight of wrong samples (their advantage is −μ).
 
     Returns:
       float32 advantages of the same shape.
     """
     r = jnp.asarray(rewards).astype(jnp.float32)
-    return jnp.where(r > threshold, jnp.float32(positive_weight), jnp.float32(-1.0))
+    return jnp.where(r > threshold, jnp.float32(positive_weight),
+                     -jnp.float32(negative_weight))
 
 
 GPG_ALPHAS = ("paper", "verl")

@@ -60,3 +60,22 @@ def high_entropy_mask(token_entropy, mask, *, keep_fraction=0.2):
     rank = jnp.zeros_like(order).at[order].set(jnp.arange(order.shape[0], dtype=order.dtype))
     keep = (rank < k) & flat_m
     return keep.reshape(m.shape)
+
+
+def low_entropy_complement(mask, high_entropy):
+    """The valid tokens outside a `high_entropy_mask`: the policy loss trains on the
+    low-entropy majority instead (keep_fraction 0.2: the bottom 80%, the ablation of
+    "Beyond the 80/20 Rule" that the paper finds hurts).
+
+    Args:
+      mask: `[B, T]` bool/0-1 valid-token mask.
+      high_entropy: `[B, T]` bool, `high_entropy_mask(...)` of the same tokens.
+
+    Returns:
+      `[B, T]` bool mask `mask & ~high_entropy`.
+    """
+    m = jnp.asarray(mask).astype(bool)
+    h = jnp.asarray(high_entropy).astype(bool)
+    if h.shape != m.shape:
+        raise ValueError(f"high_entropy {h.shape} and mask {m.shape} must have the same shape")
+    return m & ~h

@@ -125,6 +125,9 @@ class Algorithm:
       process_advantages: fn(step_values, step_ends, mask, valid [P]) -> α × the group
         process advantages [B, N] added to the outcome advantages (the other estimators),
         or None. Both None without process rewards (`rl.process_weight = 0`).
+      entropy_tokens: fn(mask [B, N], high_entropy [B, N]) -> the tokens the policy loss
+        trains on when entropy_keep_fraction < 1: the high-entropy ones, or with
+        `rl.entropy_mask_invert` the other valid tokens (`losses.low_entropy_complement`).
     """
     group_advantages: Optional[Callable]
     token_advantages: Optional[Callable]
@@ -137,6 +140,7 @@ class Algorithm:
     value_loss: Optional[Callable]
     process_rewards: Optional[Callable] = None
     process_advantages: Optional[Callable] = None
+    entropy_tokens: Callable = lambda mask, high_entropy: high_entropy
 
 
 def resolve(rl: RLConfig) -> Algorithm:
@@ -161,7 +165,9 @@ def resolve(rl: RLConfig) -> Algorithm:
             adv.process_token_rewards, weight=rl.process_weight, form=rl.process_form,
             temperature=rl.process_temperature) if rl.process and per_token_process else None,
         process_advantages=functools.partial(process_advantages, rl=rl)
-        if rl.process and not per_token_process else None)
+        if rl.process and not per_token_process else None,
+        entropy_tokens=losses.low_entropy_complement if rl.entropy_mask_invert
+        else (lambda mask, high_entropy: high_entropy))
 
 
 def _group_estimator(rl: RLConfig) -> Callable:
@@ -171,9 +177,10 @@ def _group_estimator(rl: RLConfig) -> Callable:
         "grpo_passk": adv.grpo_passk,
         "ngrpo": functools.partial(adv.ngrpo, eps=rl.advantage_eps),
         "gpg": functools.partial(adv.gpg, alpha=rl.gpg_alpha),
-        "w_reinforce": functools.partial(_w_reinforce, positive_weight=rl.positive_weight),
+        "w_reinforce": functools.partial(_w_reinforce, positive_weight=rl.positive_weight,
+                                         negative_weight=rl.negative_weight),
     }[rl.advantage]
-    # W-REINFORCE weighs its own positive samples; the others may be sign-weighted after.
+    # W-REINFORCE weighs its own samples (+λ / −μ); the others may be sign-weighted after.
     weighted = rl.advantage != "w_reinforce" and (rl.positive_weight, rl.negative_weight) != (
         1.0, 1.0)
 
@@ -186,9 +193,10 @@ def _group_estimator(rl: RLConfig) -> Callable:
     return group_advantages
 
 
-def _w_reinforce(rewards, *, group_mask, positive_weight):
+def _w_reinforce(rewards, *, group_mask, positive_weight, negative_weight):
     del group_mask  # Invalid groups are zeroed by the caller.
-    return adv.w_reinforce(rewards, positive_weight=positive_weight)
+    return adv.w_reinforce(rewards, positive_weight=positive_weight,
+                           negative_weight=negative_weight)
 
 
 def _token_estimator(rl: RLConfig) -> Callable:

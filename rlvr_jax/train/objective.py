@@ -42,7 +42,7 @@ def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
                                     temperature=temperature, chunk=logprob_chunk,
                                     n_new=mb.num_new, with_entropy=True)
     old = mb.old_logp if mb.old_logp is not None else jax.lax.stop_gradient(logp)
-    loss_mask = mask if mb.entropy_mask is None else mb.entropy_mask
+    loss_mask = mask if mb.entropy_mask is None else algo.entropy_tokens(mask, mb.entropy_mask)
     per_token, metrics = algo.policy_loss(logp, old, mb.advantages, loss_mask)
     metrics = {f"loss/{k}": v for k, v in metrics.items()}
     if tis_cap > 0:

@@ -39,7 +39,8 @@ class RLConfig:
       whiten_advantages: gae: whiten the advantages over the valid tokens of the batch.
       value_clip: gae: value clipping range around the old values (0: no clipping).
       positive_weight, negative_weight: scale positive / negative advantages
-        (negative-sample reinforcement: positive_weight=0).
+        (negative-sample reinforcement: positive_weight=0); with advantage="w_reinforce"
+        they are the +λ of right and −μ of wrong samples (NSR: 0 / 1, PSR: 1 / 0).
       policy_loss: "ppo_clip" | "gspo" | "cispo" | "reinforce".
       eps_low, eps_high: clip range (CISPO: eps_high is the weight cap).
       dual_clip: dual-clip constant c > 1 (ppo_clip; 0: off).
@@ -56,6 +57,8 @@ class RLConfig:
       entropy_coef: entropy bonus coefficient (loss −= coef · H).
       entropy_keep_fraction: < 1 keeps only that fraction of highest-entropy
         tokens in the policy loss ("Beyond the 80/20 rule").
+      entropy_mask_invert: train on the complement instead: the valid tokens outside
+        the top entropy_keep_fraction (0.2: the bottom 80%; the paper's ablation).
       epochs, minibatches, microbatches: μ passes over the batch, each split
         into optimizer steps, each accumulated over micro-batches.
       dynamic_sampling: keep groups with non-zero reward variance first (DAPO).
@@ -95,6 +98,7 @@ class RLConfig:
     kl_kind: str = "k3"
     kl_target: float = 0.0
     entropy_keep_fraction: float = 1.0
+    entropy_mask_invert: bool = False
     entropy_coef: float = 0.0
     epochs: int = 1
     microbatches: int = 1
@@ -159,6 +163,9 @@ def _check_ranges(rl: RLConfig) -> None:
             raise ValueError(f"{name} must be >= 1, got {getattr(rl, name)}")
     if not 0.0 < rl.entropy_keep_fraction <= 1.0:
         raise ValueError("entropy_keep_fraction must be in (0, 1]")
+    if rl.entropy_mask_invert and rl.entropy_keep_fraction >= 1.0:
+        raise ValueError("entropy_mask_invert needs entropy_keep_fraction < 1 (its complement "
+                         "is empty at 1)")
     for name in ("gamma", "lam"):
         if not 0.0 <= getattr(rl, name) <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {getattr(rl, name)}")

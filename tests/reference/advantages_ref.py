@@ -120,3 +120,11 @@ def reinforce_plus_plus_baseline(rewards, mask):
                 if mask[i * g + j, s]:
                     tok[i * g + j, s] = rewards[i, j] - mean
     return whiten(tok, mask)
+
+
+def w_reinforce(rewards, positive_weight, negative_weight, threshold=0.5):
+    """+λ for a right sample (r > threshold), −μ for a wrong one, element by element."""
+    out = np.zeros(np.shape(rewards), np.float32)
+    for idx in np.ndindex(out.shape):
+        out[idx] = positive_weight if rewards[idx] > threshold else -negative_weight
+    return out

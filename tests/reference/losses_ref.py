@@ -122,3 +122,14 @@ def high_entropy_mask(ent, mask, keep_fraction):
     for _, idx in items[:k]:
         keep[idx] = True
     return keep
+
+
+def low_entropy_complement(ent, mask, keep_fraction):
+    """The valid tokens ranked after the top ceil(keep_fraction · N) by entropy (ties: first
+    position first), i.e. the bottom (1 − keep_fraction) share."""
+    items = sorted(((-ent[idx], idx) for idx in zip(*np.nonzero(mask))))
+    k = math.ceil(round(keep_fraction * len(items), 6))
+    out = np.zeros(mask.shape, bool)
+    for _, idx in items[k:]:
+        out[idx] = True
+    return out

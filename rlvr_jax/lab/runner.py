@@ -1,0 +1,270 @@
+"""Runs a finding's arms × seeds: one shared warm-up per seed, RL per arm, pass@k evaluation.
+
+Layout under the work directory `work` (resumable: a finished pair is never redone):
+
+  work/_warmup/KEY/seed_S/params.msgpack   the warm-up of seed S (KEY: a hash of the config
+                                           parts the warm-up reads), shared by every arm and
+                                           by every finding with the same warm-up
+  work/_pairs/PAIR/result.json             a finished arm × seed: metrics, curves, wall time
+  work/_pairs/PAIR/run/                    its training workdir (metrics.jsonl, config.json)
+
+PAIR is a hash of the arm's whole config (seed included) and the evaluation, so an arm that
+two findings define identically (e.g. a baseline) is trained once.
+
+Pairing: every arm of seed S starts from warm-up S with `config.seed = S` (the same RL
+prompt order and the same evaluation prompts and sampling keys), so arms differ only in
+their overrides. Several runner processes may share `work` (lock files per pair and per
+warm-up, held by a live process id).
+"""
+import hashlib
+import json
+import os
+import shutil
+import time
+from typing import Any, Callable, Dict, Optional
+
+import flax.serialization
+import jax
+import numpy as np
+
+from rlvr_jax import models
+from rlvr_jax.evaluation import decoding, report
+from rlvr_jax.lab.spec import EvalSpec, Finding
+from rlvr_jax.train import build, loop
+from rlvr_jax.train import workdir as workdir_lib
+from rlvr_jax.train.config import check_key
+from rlvr_jax.train.validate import validate
+
+_WARMUP_PARTS = ("model", "tokenizer", "data", "sft", "mesh")
+_CURVE_POINTS = 60
+
+
+def apply_overrides(config, overrides: Dict[str, Any]):
+    """Sets each dotted key of `overrides` on `config` (unknown keys raise ValueError)."""
+    for key, value in overrides.items():
+        check_key(config, key)
+        node, parts = config, key.split(".")
+        for part in parts[:-1]:
+            node = node[part]
+        node[parts[-1]] = value
+    return config
+
+
+def arm_config(finding: Finding, arm: str, seed: int):
+    """The locked config of `arm` at `seed`: the finding's base, the arm's overrides, no
+    periodic evaluation, checkpoints or sample logs (the runner evaluates at the end)."""
+    config = finding.base()
+    apply_overrides(config, {k: v for k, v in finding.arms[arm].items() if k != "rl.steps"
+                             or v != 0})
+    config.seed = seed
+    config.eval.every = 0
+    config.eval.k = 1
+    config.eval.num_prompts = finding.eval.num_prompts
+    config.eval.batch_size = finding.eval.batch_size
+    config.checkpoint.every = 0
+    config.log_samples_every = 0
+    return config
+
+
+def _hash(obj) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def warmup_key(config) -> str:
+    """Hash of what the warm-up depends on: model, tokenizer, data, sft, mesh, sampling
+    length and seed (RL settings do not enter)."""
+    d = config.to_dict()
+    parts = {p: d[p] for p in _WARMUP_PARTS}
+    parts["max_new_tokens"], parts["seed"] = d["sampling"]["max_new_tokens"], d["seed"]
+    return _hash(parts)
+
+
+def _setup(config, workdir: str):
+    """loop.Run for `config` in a new `workdir` (its metrics.jsonl open)."""
+    if os.path.exists(workdir):  # An interrupted pair: start it again from the warm-up.
+        shutil.rmtree(workdir)
+    validate(config)
+    r, _ = loop.setup(config, workdir_lib.plan(config, workdir), progress=False)
+    loop.open_logs(r)
+    return r
+
+
+def warmup_params(r, work: str, log: Callable[[str], None] = print):
+    """(warm-up params, cache dir) of `r.config`'s seed: trained once from the config's
+    initial parameters (logged to r's metrics.jsonl as phase "sft"), then read back."""
+    config = r.config
+    wdir = os.path.join(work, "_warmup", warmup_key(config), f"seed_{config.seed}")
+    path = os.path.join(wdir, "params.msgpack")
+    os.makedirs(wdir, exist_ok=True)
+    while not os.path.exists(path) and not _try_lock(path + ".lock"):
+        time.sleep(5.0)  # Another process is training this warm-up.
+    if os.path.exists(path):  # Only the tree's structure is needed: nothing is compiled.
+        _unlock_if_mine(path + ".lock")
+        shapes = jax.eval_shape(lambda key: models.init_params(r.model_config, key),
+                                r.keys["init"])
+        with open(path, "rb") as f:
+            host = flax.serialization.from_bytes(shapes, f.read())
+        return r.placer.params(host), wdir
+    log(f"  warm-up seed {config.seed}: {config.sft.steps} supervised steps")
+    init = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
+    params = loop.warm_up(r, init)
+    os.makedirs(wdir, exist_ok=True)
+    tmp = path + f".tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(flax.serialization.to_bytes(jax.device_get(params)))
+    os.replace(tmp, path)
+    os.remove(path + ".lock")
+    return params, wdir
+
+
+def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
+    """pass@k and maj@k (k in spec.ks) and mean@n, averaged over the held-out prompts, from
+    `spec.num_samples` samples per prompt (unbiased pass@k estimator); the sampling keys
+    depend on the seed only, so every arm of a seed is scored on the same draws."""
+    ev = r.evaluator
+    texts = decoding.generate_texts(
+        params, r.model_config, r.tokenizer, ev.prompt_tokens, ev.prompt_mask,
+        jax.random.fold_in(jax.random.PRNGKey(seed), 424242), num_samples=spec.num_samples,
+        greedy=False, temperature=spec.temperature, max_new_tokens=ev.max_new_tokens,
+        batch_size=spec.batch_size, buckets=None)
+    per_prompt = report.per_prompt_metrics(report.score(texts, ev.data), ks=spec.ks)
+    return {k: float(np.mean(v)) for k, v in per_prompt.items() if not k.startswith("cot_")}
+
+
+def _curves(run_dir: str, keys) -> Dict[str, list]:
+    """{"step": [...], key: [...]} from metrics.jsonl's RL lines, thinned to ~60 points."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    rows = [x for x in rows if x.get("phase") == "rl"]
+    stride = max(1, len(rows) // _CURVE_POINTS)
+    rows = rows[stride - 1::stride] if rows else []
+    out = {"step": [x["step"] for x in rows]}
+    for key in keys:
+        out[key] = [x.get(key) for x in rows]
+    return out
+
+
+def run_pair(finding: Finding, arm: str, seed: int, work: str,
+             log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """The result of `arm` at `seed` (read back if finished, else trained and evaluated):
+    {"arm", "seed", "metrics": {name: float}, "curves": {...}, "wall_s", "skipped", "dir"};
+    None while another live process is running this pair."""
+    pair_dir = pair_path(finding, arm, seed, work)
+    out_path = os.path.join(pair_dir, "result.json")
+    if os.path.exists(out_path):
+        with open(out_path) as f:
+            return {**json.load(f), "arm": arm, "skipped": True, "dir": pair_dir}
+    os.makedirs(os.path.dirname(pair_dir), exist_ok=True)
+    lock = pair_dir + ".lock"
+    if not _try_lock(lock):
+        return None
+    try:
+        return _train_pair(finding, arm, seed, work, pair_dir, log)
+    finally:
+        os.remove(lock)
+
+
+def _train_pair(finding: Finding, arm: str, seed: int, work: str, pair_dir: str,
+                log: Callable[[str], None]) -> Dict[str, Any]:
+    out_path = os.path.join(pair_dir, "result.json")
+    t0 = time.time()
+    config = arm_config(finding, arm, seed)
+    r = _setup(config, os.path.join(pair_dir, "run"))
+    params, _ = warmup_params(r, work, log)
+    if finding.is_warmup(arm):
+        metrics = evaluate(r, params, finding.eval, seed)
+        curves: Dict[str, list] = {}
+        r.writer.close()
+        r.samples.close()
+    else:
+        log(f"  {arm} seed {seed}: {config.rl.steps} RL steps")
+        state = loop.reinforce(r, params, {"after_warmup": {"eval/pass@1": float("nan")}})
+        r.writer.close()
+        r.samples.close()
+        metrics = evaluate(r, state.params, finding.eval, seed)
+        curves = _curves(os.path.join(pair_dir, "run"), finding.curves)
+    result = {"arm": arm, "seed": seed, "metrics": metrics, "curves": curves,
+              "wall_s": time.time() - t0}
+    os.makedirs(pair_dir, exist_ok=True)
+    workdir_lib.write_json_atomic(out_path, result)
+    return {**result, "skipped": False, "dir": pair_dir}
+
+
+def pair_path(finding: Finding, arm: str, seed: int, work: str) -> str:
+    """work/_pairs/PAIR: PAIR hashes the arm's config at `seed` (warm-up-only arms: the
+    warm-up's parts only), the evaluation and the recorded curves."""
+    config = arm_config(finding, arm, seed)
+    what = ({"warmup": warmup_key(config)} if finding.is_warmup(arm)
+            else {"config": config.to_dict()})
+    what.update(eval=finding.eval.__dict__, curves=list(finding.curves))
+    return os.path.join(work, "_pairs", _hash(what))
+
+
+def run_finding(finding: Finding, work: str, *, seeds: Optional[int] = None,
+                log: Callable[[str], None] = print, poll_s: float = 10.0) -> Dict[str, list]:
+    """Every arm × seed of `finding` (seed-major: a seed's warm-up is trained once, then its
+    arms); returns {arm: [pair result per seed]}. Several processes may share `work`: a
+    pair another live process is running is left to it and read back once it is done."""
+    n = seeds or finding.seeds
+    pending = [(seed, arm) for seed in range(n) for arm in finding.arms]
+    done: Dict[tuple, Dict[str, Any]] = {}
+    while pending:
+        waiting = []
+        for seed, arm in pending:
+            res = run_pair(finding, arm, seed, work, log)
+            if res is None:
+                waiting.append((seed, arm))
+                continue
+            state = "done before" if res["skipped"] else f"{res['wall_s']:.0f} s"
+            log(f"[{finding.name}] {arm} seed {seed}: {state}; " + ", ".join(
+                f"{k}={v:.3f}" for k, v in res["metrics"].items() if k.startswith("pass@")))
+            done[seed, arm] = res
+        if len(waiting) == len(pending):
+            time.sleep(poll_s)  # All left are another process's: wait for them.
+        pending = waiting
+    return {arm: [done[seed, arm] for seed in range(n)] for arm in finding.arms}
+
+
+def _try_lock(path: str) -> bool:
+    """Creates `path` holding this process's id, unless a live process holds it."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        try:
+            with open(path) as f:
+                pid = int(f.read() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        if pid and _alive(pid):
+            return False
+        try:
+            os.remove(path)  # Left by a process that died.
+        except FileNotFoundError:
+            pass
+        return _try_lock(path)
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def _unlock_if_mine(path: str) -> None:
+    try:
+        with open(path) as f:
+            mine = f.read() == str(os.getpid())
+    except OSError:
+        return
+    if mine:
+        os.remove(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,170 @@
+"""A finding: a small declarative spec of arms, config overrides, seeds, metrics, claim, verdict.
+
+A config file under `configs/repro/NAME.py` defines `finding() -> Finding`. The runner
+(`rlvr_jax.lab.runner`) trains every arm × seed from that seed's shared warm-up, evaluates
+pass@k on held-out prompts, and `rlvr_jax.lab.stats` turns the per-seed metrics into
+paired differences with seed-level bootstrap intervals and a verdict from `checks`.
+"""
+import dataclasses
+import glob
+import importlib.util
+import os
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+WARMUP = "warm-up"  # The arm name reserved for "no RL: the shared warm-up checkpoint itself".
+EXPECTATIONS = (">", "<", ">=", "<=", "~")
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One comparison of the verdict: the paired per-seed difference `metric(a) - metric(b)`.
+
+    expect: ">" (a beats b: the 95% interval of the mean difference is above 0), "<" (below
+      0), ">=" (a is not worse: the interval's low end is above -margin), "<=" (a is not
+      better: its high end is below +margin), "~" (a matches b: the interval lies inside
+      ±margin).
+    Each check reads as supported, contradicted (the interval lies wholly on the other side)
+    or undecided (`stats.judge`).
+    """
+    metric: str
+    a: str
+    b: str
+    expect: str
+    margin: float = 0.0
+    note: str = ""
+
+    def __post_init__(self):
+        if self.expect not in EXPECTATIONS:
+            raise ValueError(f"Check.expect must be one of {EXPECTATIONS}, got {self.expect!r}")
+        if self.margin < 0:
+            raise ValueError(f"Check.margin must be >= 0, got {self.margin}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSpec:
+    """Held-out evaluation of every arm × seed: `num_samples` completions per prompt at
+    `temperature` on `num_prompts` test prompts (the seed's own test stream), pass@k for each
+    k in `ks` with the unbiased estimator (k <= num_samples), plus mean@n and maj@k."""
+    num_prompts: int = 200
+    num_samples: int = 64
+    ks: Tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    temperature: float = 1.0
+    batch_size: int = 50  # Prompts per compiled sampling call.
+
+    def __post_init__(self):
+        if any(not 1 <= k <= self.num_samples for k in self.ks):
+            raise ValueError(f"EvalSpec.ks must lie in [1, num_samples={self.num_samples}]")
+        if self.num_prompts % self.batch_size:
+            raise ValueError("EvalSpec.num_prompts must be a multiple of batch_size")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """A paper's claim tested at this scale.
+
+    Attributes:
+      name: the command-line name (the config file's stem).
+      paper: the paper's title as published.
+      claim: the claim in one or two sentences, as tested here.
+      base: fn() -> the locked ml_collections config every arm starts from (its warm-up
+        settings — model, data, sft, seed — make the shared warm-up).
+      arms: {arm name: {dotted config key: value}}; `WARMUP` (or any arm with
+        "rl.steps": 0) is the warm-up checkpoint itself, evaluated without RL.
+      checks: the comparisons the verdict is made of (all supported: reproduced; any
+        contradicted: not reproduced; else inconclusive at this scale).
+      seeds: training seeds 0..seeds-1 (every arm of seed s starts from warm-up s).
+      eval: the pass@k evaluation.
+      curves: training metrics (metrics.jsonl keys) kept per seed for the dynamics plot.
+      quick: overrides for `--quick` (applied to every arm; plus `quick_eval`, `quick_seeds`).
+      notes: what this scale can and cannot test (printed into results.json).
+      reference: the arm the pass@k plot subtracts (default: the first arm).
+    """
+    name: str
+    paper: str
+    claim: str
+    base: Callable[[], Any]
+    arms: Dict[str, Dict[str, Any]]
+    checks: Sequence[Check]
+    seeds: int = 3
+    eval: EvalSpec = EvalSpec()
+    curves: Sequence[str] = ("rollout/reward_mean", "train/entropy")
+    quick: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    quick_eval: Optional[EvalSpec] = None
+    quick_seeds: int = 2
+    notes: str = ""
+    reference: str = ""
+
+    def __post_init__(self):
+        for c in self.checks:
+            for arm in (c.a, c.b):
+                if arm not in self.arms:
+                    raise ValueError(f"finding {self.name}: check names unknown arm {arm!r}")
+            if not _metric_known(c.metric, self.eval):
+                raise ValueError(f"finding {self.name}: check metric {c.metric!r} is not "
+                                 f"measured (pass@k / maj@k for k in {self.eval.ks}, mean@n)")
+        if self.reference and self.reference not in self.arms:
+            raise ValueError(f"finding {self.name}: reference {self.reference!r} is not an arm")
+        if self.seeds < 1:
+            raise ValueError("Finding.seeds must be >= 1")
+
+    @property
+    def reference_arm(self) -> str:
+        return self.reference or next(iter(self.arms))
+
+    def is_warmup(self, arm: str) -> bool:
+        return arm == WARMUP or self.arms[arm].get("rl.steps", None) == 0
+
+    def quick_version(self) -> "Finding":
+        """The `--quick` smoke version: tiny warm-up / RL / evaluation, `quick_seeds` seeds;
+        checks on metrics the quick evaluation lacks are mapped to its largest k. Arms that
+        differ only in what `quick` overrides (e.g. their RL steps) become one pair."""
+        ev = self.quick_eval or EvalSpec(num_prompts=8, num_samples=4, ks=(1, 2, 4),
+                                         batch_size=8)
+        top = max(ev.ks)
+        checks = [dataclasses.replace(c, metric=_clip_metric(c.metric, top)) for c in self.checks]
+        # The quick overrides win (one warm-up for all, a few RL steps even for a long arm);
+        # a warm-up arm stays one.
+        arms = {a: {**o, **self.quick, **({"rl.steps": 0} if self.is_warmup(a) else {})}
+                for a, o in self.arms.items()}
+        return dataclasses.replace(self, arms=arms, checks=checks, seeds=self.quick_seeds,
+                                   eval=ev)
+
+
+def _metric_known(metric: str, ev: EvalSpec) -> bool:
+    if metric == f"mean@{ev.num_samples}" or metric.startswith("train:"):
+        return True
+    name, _, k = metric.partition("@")
+    return name in ("pass", "maj") and k.isdigit() and int(k) in ev.ks
+
+
+def _clip_metric(metric: str, top: int) -> str:
+    name, _, k = metric.partition("@")
+    return f"{name}@{min(int(k), top)}" if k.isdigit() else metric
+
+
+def repro_dir() -> str:
+    """configs/repro/ of this checkout."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs",
+                        "repro")
+
+
+def names(directory: Optional[str] = None) -> list:
+    """The findings' names (the config files' stems), sorted."""
+    paths = glob.glob(os.path.join(directory or repro_dir(), "*.py"))
+    return sorted(os.path.splitext(os.path.basename(p))[0] for p in paths
+                  if not os.path.basename(p).startswith("_"))
+
+
+def load(name: str, directory: Optional[str] = None) -> Finding:
+    """The `Finding` of configs/repro/NAME.py (its `finding()`); unknown names raise
+    ValueError listing the known ones."""
+    path = os.path.join(directory or repro_dir(), f"{name}.py")
+    if not os.path.exists(path):
+        raise ValueError(f"unknown finding {name!r}; known: {', '.join(names(directory))}")
+    spec = importlib.util.spec_from_file_location(f"repro_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    finding = module.finding()
+    if finding.name != name:
+        raise ValueError(f"{path}: finding().name is {finding.name!r}, expected {name!r}")
+    return finding

@@ -1,0 +1,182 @@
+"""The reproduction lab: statistics and verdicts (against NumPy), the finding specs, and one
+`--quick` smoke run of scripts/reproduce.py (results.json structure, resume)."""
+import importlib.util
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from rlvr_jax import lab
+from rlvr_jax.lab import runner, stats
+from rlvr_jax.lab.spec import Check, EvalSpec, Finding
+from rlvr_jax.train.config import arithmetic_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "reproduce", os.path.join(ROOT, "scripts", "reproduce.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------- statistics
+
+@pytest.mark.parametrize("expect,margin,low,high,outcome", [
+    (">", 0, 0.01, 0.2, "supported"), (">", 0, -0.1, 0.2, "undecided"),
+    (">", 0, -0.3, -0.1, "contradicted"), ("<", 0, -0.3, -0.1, "supported"),
+    ("<", 0, 0.1, 0.3, "contradicted"), (">=", 0.02, -0.01, 0.1, "supported"),
+    (">=", 0.02, -0.05, 0.1, "undecided"), (">=", 0.02, -0.09, -0.03, "contradicted"),
+    ("<=", 0.01, -0.2, 0.005, "supported"), ("<=", 0.01, 0.02, 0.05, "contradicted"),
+    ("~", 0.03, -0.02, 0.02, "supported"), ("~", 0.03, -0.05, 0.02, "undecided"),
+    ("~", 0.03, 0.04, 0.06, "contradicted")])
+def test_judge_reads_the_interval(expect, margin, low, high, outcome):
+    check = Check("pass@1", "a", "b", expect, margin=margin)
+    assert stats.judge(check, low, high) == outcome
+
+
+def test_verdict_rule():
+    S, C, U = stats.SUPPORTED, stats.CONTRADICTED, stats.UNDECIDED
+    assert stats.verdict([S, S]) == "reproduced"
+    assert stats.verdict([S, C]) == "not reproduced"
+    assert stats.verdict([S, U]) == "inconclusive at this scale"
+
+
+def test_paired_difference_against_numpy_bootstrap():
+    rng = np.random.default_rng(0)
+    a = rng.random(5)
+    b = a - 0.1 + 0.01 * rng.standard_normal(5)
+    d = stats.paired_difference(a, b, name="x")
+    diffs = a - b
+    np.testing.assert_allclose(d["mean"], diffs.mean(), rtol=1e-5)
+    np.testing.assert_allclose(d["per_seed"], diffs, rtol=1e-6)
+    # An independent percentile bootstrap of the mean over seeds (NumPy, 20000 resamples).
+    idx = rng.integers(0, 5, (20000, 5))
+    ref = np.percentile(diffs[idx].mean(1), [2.5, 97.5])
+    np.testing.assert_allclose(d["ci95"], ref, atol=0.004)
+    assert d["wins"] == 5 and d["seeds"] == 5
+    # Identical arms: exactly zero, whatever the seed-to-seed spread.
+    same = stats.paired_difference(a, a)
+    assert same["mean"] == 0.0 and same["ci95"] == [0.0, 0.0]
+
+
+def test_arm_summary_mean_interval_and_iqm():
+    per_seed = [{"seed": s, "pass@1": v} for s, v in enumerate([0.1, 0.2, 0.3, 0.4, 1.0])]
+    out = stats.arm_summary(per_seed, ["pass@1"], "arm")
+    assert out["mean"]["pass@1"] == pytest.approx(0.4)
+    assert out["iqm"]["pass@1"] == pytest.approx(np.mean([0.2, 0.3, 0.4]))  # trims 1 each end
+    low, high = out["ci95"]["pass@1"]
+    assert 0.1 <= low < 0.4 < high <= 1.0
+
+
+# ----------------------------------------------------------------------------- specs
+
+def _finding(**kw):
+    args = dict(name="t", paper="p", claim="c", base=lambda: arithmetic_config("grpo"),
+                arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}},
+                checks=[Check("pass@4", "rl", lab.WARMUP, ">")],
+                eval=EvalSpec(num_prompts=8, num_samples=4, ks=(1, 4), batch_size=8))
+    args.update(kw)
+    return Finding(**args)
+
+
+def test_finding_spec_checks_its_arms_and_metrics():
+    with pytest.raises(ValueError, match="unknown arm 'nope'"):
+        _finding(checks=[Check("pass@1", "nope", "rl", ">")])
+    with pytest.raises(ValueError, match="not measured"):
+        _finding(checks=[Check("pass@64", "rl", lab.WARMUP, ">")])
+    with pytest.raises(ValueError, match="expect"):
+        Check("pass@1", "a", "b", "!=")
+    with pytest.raises(ValueError, match="ks must lie"):
+        EvalSpec(num_samples=4, ks=(8,))
+    f = _finding(quick={"rl.steps": 2, "sft.steps": 3},
+                 arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}, "long": {"rl.steps": 300}})
+    assert f.is_warmup(lab.WARMUP) and not f.is_warmup("rl")
+    q = f.quick_version()
+    assert q.arms["rl"]["rl.steps"] == q.arms["long"]["rl.steps"] == 2
+    assert q.arms[lab.WARMUP]["rl.steps"] == 0
+    assert q.arms["rl"]["sft.steps"] == q.arms[lab.WARMUP]["sft.steps"] == 3  # One warm-up.
+
+
+def test_arm_config_overrides_and_shared_warmup_key():
+    f = _finding(arms={"a": {"rl.learning_rate": 3e-4}, "b": {"rl.entropy_keep_fraction": 0.2}},
+                 checks=[Check("pass@1", "a", "b", ">")])
+    ca, cb = runner.arm_config(f, "a", 2), runner.arm_config(f, "b", 2)
+    assert ca.seed == cb.seed == 2 and ca.rl.learning_rate == 3e-4
+    assert ca.eval.every == 0 and ca.checkpoint.every == 0
+    assert runner.warmup_key(ca) == runner.warmup_key(cb)  # RL settings: same warm-up.
+    assert runner.warmup_key(ca) != runner.warmup_key(runner.arm_config(f, "a", 3))
+    with pytest.raises(ValueError, match="unknown key"):
+        runner.apply_overrides(arithmetic_config(), {"rl.lr": 1.0})
+
+
+def test_every_repro_config_loads(capsys):
+    names = lab.names()
+    assert {"rl_vs_base", "nsr_vs_psr", "entropy_8020"} <= set(names)
+    for name in names:
+        f = lab.load(name)
+        assert f.seeds >= 3 and f.checks and f.paper
+        for arm in f.arms:  # Every override is a real config key.
+            runner.arm_config(f, arm, 0)
+    assert _script().main(["list"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == len(names)
+    with pytest.raises(ValueError, match="unknown finding"):
+        lab.load("no_such_finding")
+
+
+# ----------------------------------------------------------------------------- the smoke run
+
+def _finite(x):
+    if isinstance(x, dict):
+        return all(_finite(v) for v in x.values())
+    if isinstance(x, list):
+        return all(_finite(v) for v in x)
+    return not isinstance(x, float) or math.isfinite(x)
+
+
+def test_quick_run_writes_results_and_resumes(tmp_path, capsys):
+    """`run rl_vs_base --quick`: 2 seeds x 2 arms; results.json as documented, finite; a
+    second invocation skips every finished pair; a removed pair is the only one redone."""
+    main = _script().main
+    out = str(tmp_path / "out")
+    assert main(["run", "rl_vs_base", "--quick", "--out", out]) == 0
+    path = os.path.join(out, "rl_vs_base", "results.json")
+    with open(path) as f:
+        res = json.load(f)
+    assert {"finding", "paper", "claim", "verdict", "arms", "checks"} <= set(res)
+    assert res["verdict"] in ("reproduced", "not reproduced", "inconclusive at this scale")
+    arms = lab.load("rl_vs_base").arms
+    assert set(res["arms"]) == set(arms) and {lab.WARMUP, "grpo"} <= set(arms)
+    for arm in res["arms"].values():
+        assert [r["seed"] for r in arm["per_seed"]] == [0, 1]
+        for part in ("mean", "ci95", "iqm"):
+            assert {"pass@1", "pass@4"} <= set(arm[part])
+        assert all(0.0 <= r["pass@1"] <= r["pass@2"] <= r["pass@4"] <= 1.0
+                   for r in arm["per_seed"])
+    assert _finite(res["arms"]) and _finite(res["checks"])
+    assert os.path.exists(os.path.join(out, "rl_vs_base", "passk.png"))
+    assert res["curves"]["grpo"][0]["step"] == [1, 2]  # The RL arm's training curves.
+
+    capsys.readouterr()
+    assert main(["report", "rl_vs_base", "--out", out]) == 0
+    table = capsys.readouterr().out
+    assert "| grpo |" in table and f"**Verdict: {res['verdict']}.**" in table
+    assert main(["run", "rl_vs_base", "--quick", "--out", out]) == 0
+    log = capsys.readouterr().out
+    assert log.count("done before") == 2 * len(arms)
+    with open(path) as f:
+        assert json.load(f)["arms"] == res["arms"]
+
+    quick = lab.load("rl_vs_base").quick_version()
+    os.remove(os.path.join(runner.pair_path(quick, "grpo", 1, os.path.join(out, "rl_vs_base",
+                                                                           "work")),
+                           "result.json"))
+    assert main(["run", "rl_vs_base", "--quick", "--out", out]) == 0
+    log = capsys.readouterr().out
+    assert log.count("done before") == 2 * len(arms) - 1 and "grpo seed 1: 2 RL steps" in log
+    with open(path) as f:  # Redone the same way: the same numbers.
+        assert json.load(f)["arms"]["grpo"]["per_seed"] == res["arms"]["grpo"]["per_seed"]
