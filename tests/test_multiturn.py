@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax import models, multiturn, sampling
+from rlvr_jax import losses, models, multiturn, sampling
 from rlvr_jax.multiturn.env import DeviceEnv
 
 
@@ -173,14 +173,13 @@ def test_observations_get_no_gradient_and_no_kl(episodes):
     np.testing.assert_array_equal(exp.mask, rollout.loss_mask)
     obs = np.asarray(rollout.mask - rollout.loss_mask, bool)
     assert obs.any()
-    rl = step_lib_rl(num_prompts=8, kl_coef=0.1, entropy_coef=0.01)
+    rl = _rl(num_prompts=8, kl_coef=0.1, entropy_coef=0.01)
     algo = algorithms.resolve(rl)
     adv = algo.group_advantages(rewards, jnp.ones((8,), bool)).reshape(-1)
     rng = np.random.default_rng(0)
     old = jnp.asarray(rng.normal(-2, 0.3, exp.mask.shape), jnp.float32)
     ref = jnp.asarray(rng.normal(-2, 0.3, exp.mask.shape), jnp.float32)
-    counts = {k: jnp.maximum(v, 1.0) for k, v in
-              __import__("rlvr_jax.losses", fromlist=["x"]).global_counts(exp.mask).items()}
+    counts = {k: jnp.maximum(v, 1.0) for k, v in losses.global_counts(exp.mask).items()}
     counts["num_rows"] = jnp.asarray(16.0)
 
     def loss(logp, ref_logp):
@@ -196,7 +195,8 @@ def test_observations_get_no_gradient_and_no_kl(episodes):
     assert float(loss(logp, ref2)) == float(loss(logp, ref))
 
 
-def step_lib_rl(**kw):
+def _rl(**kw):
+    """An RLConfig for these tests (token-mean aggregation)."""
     from rlvr_jax.train import step as step_lib
     base = dict(num_prompts=2, aggregation="token-mean")
     base.update(kw)
@@ -221,7 +221,7 @@ def test_one_program_rl_step_with_a_tool(params, model_config, tok):
     batch = {"prompt_tokens": prompts, "prompt_mask": pmask,
              "answers": jnp.zeros((4,), jnp.int32)}
     tx = optax.sgd(1e-2)
-    rl_step = step_lib.make_rl_step(model_config, _sc(tok, max_new_tokens=12), step_lib_rl(
+    rl_step = step_lib.make_rl_step(model_config, _sc(tok, max_new_tokens=12), _rl(
         num_prompts=4), tx, _verifier, return_rollout=True, env=env)
     state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(4))
     new, m, s = rl_step(state, batch)

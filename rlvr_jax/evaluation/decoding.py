@@ -43,6 +43,7 @@ def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, 
                                      vocab_limit=tokenizer.vocab_size)
     p = len(prompt_tokens)
     out: List[List[str]] = []
+    answers = np.zeros((p,), np.int32) if answers is None else np.asarray(answers, np.int32)
     for i, start in enumerate(range(0, p, batch_size)):
         rows = np.minimum(np.arange(start, start + batch_size), p - 1)
         key = jax.random.fold_in(rng, i)
@@ -51,7 +52,6 @@ def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, 
                                       model_config=model_config, sampling_config=config,
                                       buckets=buckets)
         else:
-            answers = np.zeros((p,), np.int32) if answers is None else np.asarray(answers)
             play = dict(model_config=model_config, sampling_config=config, env=env)
             if getattr(env, "on_host", False):
                 rollout, _ = multiturn.play_on_host(

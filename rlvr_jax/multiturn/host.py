@@ -129,7 +129,7 @@ class HostTools:
                pending: np.ndarray) -> EnvStep:
         """Runs the pending rows' calls; updates `states` in place; returns the `EnvStep`
         ([B, O] observation ids and lengths, rewards, done, error) for every row."""
-        env, b, o = self.env, turn.shape[0], self.env.max_obs_tokens
+        b, o = turn.shape[0], self.env.max_obs_tokens
         rows = [int(i) for i in np.flatnonzero(pending)]
         t0 = time.monotonic()
         texts = [self.tokenizer.decode([int(x) for x in turn[i, :turn_len[i]]]) for i in rows]

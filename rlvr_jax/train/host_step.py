@@ -12,8 +12,8 @@ from rlvr_jax import multiturn, sampling, scoring
 from rlvr_jax.models import ModelConfig
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.state import TrainState
-from rlvr_jax.train.step import (Batch, decode_layout, make_sample_fn, make_update_fn,
-                                 reward_model_shaper, step_keys)
+from rlvr_jax.scoring.reward_model import reward_model_shaper
+from rlvr_jax.train.step import Batch, decode_layout, make_sample_fn, make_update_fn, step_keys
 
 
 def make_episode_sampler(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
