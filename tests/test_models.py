@@ -204,8 +204,14 @@ def test_chunk_plan_is_equal_chunks_without_padding(length, chunk, plan):
     assert c <= chunk and n * c >= length and n * c - length < n
 
 
-def test_chunked_logprobs_gradient_with_an_overlapping_last_chunk():
-    """T = 10 in chunks of 4: the last chunk [6, 10) overlaps [4, 8); no position counts twice."""
+@pytest.mark.parametrize("chunk_size", [4, 10])
+@pytest.mark.parametrize("temperature,with_entropy", [(1.0, True), (0.7, True), (0.7, False)])
+def test_chunked_logprobs_gradient_with_an_overlapping_last_chunk(chunk_size, temperature,
+                                                                  with_entropy):
+    """T = 10 in chunks of 4: the last chunk [6, 10) overlaps [4, 8); no position counts twice.
+
+    The custom backward (log-prob and entropy terms, temperature) against autodiff of the
+    naive full-vocabulary formula; chunk_size 10 is the single-chunk path."""
     rng = np.random.default_rng(7)
     hidden = jnp.asarray(rng.normal(size=(2, 10, 8)), jnp.float32)
     head = jnp.asarray(rng.normal(size=(8, 30)), jnp.float32)
@@ -213,12 +219,13 @@ def test_chunked_logprobs_gradient_with_an_overlapping_last_chunk():
     weights = jnp.asarray(rng.normal(size=(2, 10)), jnp.float32)
 
     def chunked(h, w):
-        logp, ent = models.chunked_logprobs(h, targets, w, chunk_size=4, with_entropy=True)
-        return jnp.sum(weights * (logp + ent))
+        logp, ent = models.chunked_logprobs(h, targets, w, chunk_size=chunk_size,
+                                            temperature=temperature, with_entropy=with_entropy)
+        return jnp.sum(weights * (logp + ent if with_entropy else logp))
 
     def naive(h, w):
-        logp = jax.nn.log_softmax(h @ w, axis=-1)
-        ent = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+        logp = jax.nn.log_softmax(h @ w / temperature, axis=-1)
+        ent = -jnp.sum(jnp.exp(logp) * logp, axis=-1) if with_entropy else 0.0
         return jnp.sum(weights * (jnp.take_along_axis(logp, targets[..., None], -1)[..., 0] + ent))
 
     np.testing.assert_allclose(chunked(hidden, head), naive(hidden, head), rtol=1e-5)
