@@ -183,6 +183,9 @@ def test_task_config_builds_and_scores_solutions(name):
     would use (in a process pool) gives its own worked solutions full reward."""
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     scoring.check_reward_config(config.reward)
+    # What is checked is the verdict, not the speed: a busy 2-core machine can take longer
+    # than the config's per-sample budget to start a sandboxed program (a timeout scores 0).
+    config.reward.timeout_s = max(config.reward.timeout_s, 60.0)
     tokenizer = load_tokenizer(config.tokenizer)
     task, train, test = build.build_task_and_sources(config)
     verifier = scoring.reward_from_config(config, task, tokenizer)
