@@ -3,8 +3,8 @@
 For large vocabularies (Qwen: V = 151936) the [B, T, V] float32 logits of a
 training batch do not fit in memory. These functions compute the LM head,
 log-softmax (float32) and the quantities we need one sequence chunk at a time
-inside a `lax.scan`; the chunk's custom backward recomputes its logits from the hidden
-states, so the backward pass also holds only one chunk of logits.
+inside a `lax.scan`, with the chunk body rematerialised so the backward pass
+also holds only one chunk of logits.
 """
 import functools
 from typing import Optional, Tuple
@@ -16,66 +16,24 @@ from rlvr_jax.models import transformer
 from rlvr_jax.models.config import ModelConfig
 
 
-def _logits(hidden, head, temperature):
-    """[B, C, V] float32 logits / temperature of one chunk. hidden [B, C, D], head [D, V]."""
-    logits = jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
-    return logits / temperature if temperature != 1.0 else logits
-
-
-def _stats_and_residuals(hidden, targets, head, temperature, with_entropy):
-    """Forward of `_chunk_stats`: ((logp, entropy) [B, C], (logz, E_p[z]) for the backward).
+def _chunk_stats(hidden, targets, head, temperature, with_entropy):
+    """Log-prob of `targets` and entropy for one chunk. hidden [B, C, D], targets [B, C].
 
     One pass of exponentials serves both: with e = exp(z − max z) and s = Σ_v e_v,
     logz = max z + log s and H = logz − Σ_v e_v z_v / s.
     """
-    z = _logits(hidden, head, temperature)
-    top = jnp.max(z, axis=-1, keepdims=True)
-    e = jnp.exp(z - top)
+    logits = jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
+    if temperature != 1.0:
+        logits = logits / temperature
+    top = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    e = jnp.exp(logits - top)
     s = jnp.sum(e, axis=-1)
     logz = top[..., 0] + jnp.log(s)
-    logp = jnp.take_along_axis(z, targets[..., None], axis=-1)[..., 0] - logz
+    chosen = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    logp = chosen - logz
     if not with_entropy:
-        return (logp, jnp.zeros_like(logp)), (logz, None)
-    mean_z = jnp.sum(e * z, axis=-1) / s
-    return (logp, logz - mean_z), (logz, mean_z)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _chunk_stats(hidden, targets, head, temperature, with_entropy):
-    """(log p(targets), entropy) [B, C] float32 of one chunk. hidden [B, C, D], targets [B, C].
-
-    A custom VJP: the backward recomputes the chunk's logits z from (hidden, head) and
-    writes dL/dz = g_logp·(onehot(target) − p) − g_H·p·(z − E_p[z]) in ONE elementwise pass
-    (the one-hot from an iota compare), then the two LM-head matmuls. Autodiff of the
-    forward instead scatters the gathered logit's cotangent into a zero [B, C, V] buffer and
-    makes several passes for the log-softmax and the entropy (1.6× slower on CPU).
-    """
-    return _stats_and_residuals(hidden, targets, head, temperature, with_entropy)[0]
-
-
-def _chunk_stats_fwd(hidden, targets, head, temperature, with_entropy):
-    out, (logz, mean_z) = _stats_and_residuals(hidden, targets, head, temperature,
-                                               with_entropy)
-    return out, (hidden, targets, head, logz, mean_z)
-
-
-def _chunk_stats_bwd(temperature, with_entropy, residuals, cotangents):
-    hidden, targets, head, logz, mean_z = residuals
-    g_logp, g_ent = (g[..., None] for g in cotangents)
-    z = _logits(hidden, head, temperature)
-    p = jnp.exp(z - logz[..., None])
-    onehot = targets[..., None] == jax.lax.broadcasted_iota(jnp.int32, z.shape, 2)
-    weight = g_logp + g_ent * (z - mean_z[..., None]) if with_entropy else g_logp
-    dz = jnp.where(onehot, g_logp, 0.0) - p * weight
-    if temperature != 1.0:
-        dz = dz / temperature
-    dz = dz.astype(hidden.dtype)
-    d_hidden = jnp.einsum("bcv,dv->bcd", dz, head, preferred_element_type=jnp.float32)
-    d_head = jnp.einsum("bcd,bcv->dv", hidden, dz, preferred_element_type=jnp.float32)
-    return d_hidden.astype(hidden.dtype), None, d_head.astype(head.dtype)
-
-
-_chunk_stats.defvjp(_chunk_stats_fwd, _chunk_stats_bwd)
+        return logp, jnp.zeros_like(logp)
+    return logp, logz - jnp.sum(e * logits, axis=-1) / s
 
 
 def chunk_plan(length: int, chunk_size: int) -> Tuple[int, int]:
@@ -99,10 +57,9 @@ def chunked_logprobs(
 ) -> Tuple[jax.Array, Optional[jax.Array]]:
     """log p(targets) and (optionally) the entropy of the softmax at each position.
 
-    The T positions are split into `chunk_plan(T, chunk_size)` equal chunks, scanned (a
-    single chunk, T ≤ chunk_size, is computed directly). Each chunk's backward recomputes its
-    logits (a custom VJP, `_chunk_stats`), so neither pass holds more than one chunk of
-    [B, c, V] logits. Differentiable in reverse mode only (no `jax.jvp`).
+    The T positions are split into `chunk_plan(T, chunk_size)` equal chunks scanned with
+    the chunk body rematerialised, so neither pass holds more than one chunk of [B, c, V]
+    logits; a single chunk (T ≤ chunk_size) is computed directly, without recompute.
 
     Args:
       hidden: [B, T, D] final hidden states (any float dtype; the matmul runs in
@@ -124,11 +81,9 @@ def chunked_logprobs(
         raise ValueError(f"temperature must be positive, got {temperature}")
     b, t, d = hidden.shape
     n, c = chunk_plan(t, chunk_size)
-    head = head.astype(hidden.dtype)
-
-    def stats(h, tg):
-        return _chunk_stats(h, tg, head, float(temperature), bool(with_entropy))
-    if n == 1:
+    stats = functools.partial(_chunk_stats, head=head.astype(hidden.dtype),
+                              temperature=temperature, with_entropy=with_entropy)
+    if n == 1:  # The logits of one chunk exist anyway: keep them for the backward pass.
         logp, ent = stats(hidden, targets)
         return logp, (ent if with_entropy else None)
     full = n - 1  # Chunks [i·c, (i+1)·c) for i < n − 1, then [t − c, t).
@@ -136,7 +91,8 @@ def chunked_logprobs(
                           hidden[None, :, t - c:]], axis=0)
     ts = jnp.concatenate([targets[:, :full * c].reshape(b, full, c).swapaxes(0, 1),
                           targets[None, :, t - c:]], axis=0)
-    _, out = jax.lax.scan(lambda _, xs: (None, stats(*xs)), None, (hs, ts))
+    body = jax.checkpoint(stats)
+    _, out = jax.lax.scan(lambda _, xs: (None, body(*xs)), None, (hs, ts))
 
     def assemble(x):  # [n, B, c] -> [B, t]
         tail = t - full * c
