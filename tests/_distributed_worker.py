@@ -9,7 +9,8 @@ import os
 import sys
 
 port, num_processes, process_id, local_devices = (int(a) for a in sys.argv[1:5])
-os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={local_devices}"
+os.environ["XLA_FLAGS"] = (os.environ.get("RLVR_JAX_TEST_XLA_FLAGS", "")  # conftest's, if any
+                           + f" --xla_force_host_platform_device_count={local_devices}")
 os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402

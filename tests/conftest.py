@@ -14,6 +14,9 @@ import os
 _FLAGS = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _FLAGS:
     _FLAGS += " --xla_backend_optimization_level=0"
+# For a subprocess that must see ONE CPU device (a user's set-up) and compile like the tests
+# (machine code at another optimisation level rounds some results differently).
+os.environ["RLVR_JAX_TEST_XLA_FLAGS"] = _FLAGS.strip()
 os.environ["XLA_FLAGS"] = (_FLAGS + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 

@@ -219,7 +219,7 @@ def test_kill_during_save_keeps_the_previous_checkpoint(tmp_path):
     before it even on a loaded machine.
     """
     directory = str(tmp_path / "ckpt")
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ["RLVR_JAX_TEST_XLA_FLAGS"])
     child = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, directory], cwd=REPO, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:

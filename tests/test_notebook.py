@@ -53,7 +53,7 @@ def test_quickstart_notebook_runs(monkeypatch, tmp_path):
         import nbclient
         import nbformat
         nb = nbformat.read(NOTEBOOK, as_version=4)
-        monkeypatch.setenv("XLA_FLAGS", "")   # the kernel: one CPU device, like a user's
+        monkeypatch.setenv("XLA_FLAGS", os.environ["RLVR_JAX_TEST_XLA_FLAGS"])  # one CPU device
         monkeypatch.delenv("MPLBACKEND", raising=False)   # the kernel's inline backend
         client = nbclient.NotebookClient(nb, timeout=240, kernel_name="python3",
                                          resources={"metadata": {"path": str(tmp_path)}})

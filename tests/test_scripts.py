@@ -19,7 +19,7 @@ HAS_MPL = importlib.util.find_spec("matplotlib") is not None
 
 
 def _run_script(name, *args, timeout=300):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="",
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ["RLVR_JAX_TEST_XLA_FLAGS"],
                JAX_COMPILATION_CACHE_DIR=jax.config.jax_compilation_cache_dir or "",
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="1")
     return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *args],
