@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax import losses, models, multiturn, sampling
+from rlvr_jax import losses, models, multiturn
 from rlvr_jax.multiturn.env import DeviceEnv
+from tests.multiturn_helpers import prompt_arrays, sampling_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,19 +37,11 @@ def _every_token_env(vocab, stop, max_turns=4):
                      max_turns=max_turns, max_turn_tokens=4, max_obs_tokens=3)
 
 
-def _prompts(tok, texts):
-    ids = [tok.encode(t, add_bos=True) for t in texts]
-    tokens, lengths = tok.pad_left(ids)
-    width = tokens.shape[1]
-    mask = (np.arange(width)[None] >= width - lengths[:, None]).astype(np.int32)
-    return jnp.asarray(tokens), jnp.asarray(mask)
+_prompts = prompt_arrays
 
 
 def _sc(tok, **kw):
-    base = dict(max_new_tokens=16, num_samples=2, stop_token_ids=(tok.eos_id,),
-                pad_id=tok.pad_id, vocab_limit=tok.vocab_size)
-    base.update(kw)
-    return sampling.SamplingConfig(**base)
+    return sampling_config(tok, **{"max_new_tokens": 16, "num_samples": 2, **kw})
 
 
 # ----------------------------------------------------------------------------- calculator

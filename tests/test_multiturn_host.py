@@ -10,23 +10,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax import multiturn, sampling, tasks
+from rlvr_jax import multiturn, tasks
 from rlvr_jax.multiturn import HostReply
+from tests.multiturn_helpers import prompt_arrays, sampling_config
 
 
-def _prompts(tok, texts):
-    ids = [tok.encode(t, add_bos=True) for t in texts]
-    tokens, lengths = tok.pad_left(ids)
-    width = tokens.shape[1]
-    mask = (np.arange(width)[None] >= width - lengths[:, None]).astype(np.int32)
-    return jnp.asarray(tokens), jnp.asarray(mask)
+_prompts = prompt_arrays
 
 
 def _sc(tok, **kw):
-    base = dict(max_new_tokens=24, num_samples=4, stop_token_ids=(tok.eos_id,),
-                pad_id=tok.pad_id, vocab_limit=tok.vocab_size, temperature=1.5)
-    base.update(kw)
-    return sampling.SamplingConfig(**base)
+    return sampling_config(tok, **{"max_new_tokens": 24, "num_samples": 4, "temperature": 1.5,
+                                   **kw})
 
 
 def _assert_same_episodes(a, b):
