@@ -37,6 +37,7 @@ from rlvr_jax.train.validate import validate
 
 _WARMUP_PARTS = ("model", "tokenizer", "data", "sft", "mesh")
 _CURVE_POINTS = 60
+TRAIN_TAIL = 0.1  # "train:KEY" metrics: the mean over the last 10% of the RL steps.
 
 
 def apply_overrides(config, overrides: Dict[str, Any]):
@@ -131,14 +132,36 @@ def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
     return {k: float(np.mean(v)) for k, v in per_prompt.items() if not k.startswith("cot_")}
 
 
-def _curves(run_dir: str, keys) -> Dict[str, list]:
-    """{"step": [...], key: [...]} from metrics.jsonl's RL lines, thinned to ~60 points."""
+def _rl_rows(run_dir: str) -> list:
+    """metrics.jsonl's RL lines (dicts), in step order."""
     path = os.path.join(run_dir, "metrics.jsonl")
     rows = []
     if os.path.exists(path):
         with open(path) as f:
             rows = [json.loads(line) for line in f if line.strip()]
-    rows = [x for x in rows if x.get("phase") == "rl"]
+    return [x for x in rows if x.get("phase") == "rl"]
+
+
+def train_metrics(rows: list, keys, tail: float = TRAIN_TAIL) -> Dict[str, float]:
+    """Summaries of the training metrics `keys` over the RL log lines `rows` (dicts with
+    "step"), for checks: "train:KEY", the mean over the last `tail` share of the lines (at
+    least one: where training ended), and "train_avg:KEY", the mean over all of them (the
+    area under the curve: how early a metric moved). Missing / None values are skipped;
+    a key with no value at all is left out."""
+    out: Dict[str, float] = {}
+    n_tail = max(1, int(round(tail * len(rows))))
+    for key in keys:
+        every = [x[key] for x in rows if x.get(key) is not None]
+        last = [x[key] for x in rows[-n_tail:] if x.get(key) is not None]
+        if every:
+            out[f"train_avg:{key}"] = float(np.mean(every))
+        if last:
+            out[f"train:{key}"] = float(np.mean(last))
+    return out
+
+
+def _curves(rows: list, keys) -> Dict[str, list]:
+    """{"step": [...], key: [...]} from the RL log lines `rows`, thinned to ~60 points."""
     stride = max(1, len(rows) // _CURVE_POINTS)
     rows = rows[stride - 1::stride] if rows else []
     out = {"step": [x["step"] for x in rows]}
@@ -185,7 +208,9 @@ def _train_pair(finding: Finding, arm: str, seed: int, work: str, pair_dir: str,
         r.writer.close()
         r.samples.close()
         metrics = evaluate(r, state.params, finding.eval, seed)
-        curves = _curves(os.path.join(pair_dir, "run"), finding.curves)
+        rows = _rl_rows(os.path.join(pair_dir, "run"))
+        metrics.update(train_metrics(rows, finding.curves))
+        curves = _curves(rows, finding.curves)
     result = {"arm": arm, "seed": seed, "metrics": metrics, "curves": curves,
               "wall_s": time.time() - t0}
     os.makedirs(pair_dir, exist_ok=True)
