@@ -47,7 +47,7 @@ def finding():
                       note="more diverse samples: pass@64 is higher")],
         eval=EVAL,
         quick=QUICK,
-        seeds=3,
+        seeds=5,
         curves=("rollout/reward_mean", "train/entropy", "loss/clip_frac_high",
                 "loss/clip_frac_low"),
         notes="The paper's runs are 32B models over thousands of steps with long chains of "

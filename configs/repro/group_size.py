@@ -36,7 +36,7 @@ def finding():
                 Check("pass@1", "g8", "g4", ">", note="G = 8 beats G = 4")],
         eval=EVAL,
         quick=QUICK,
-        seeds=3,
+        seeds=5,
         curves=("rollout/reward_mean", "rollout/zero_variance_fraction", "train/entropy"),
         notes="Matched compute = the same sampled tokens and the same update size per step; "
               "over 100 steps g4 sees 3200 prompts, g16 800. The paper-scale question also "

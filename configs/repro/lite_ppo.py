@@ -36,7 +36,7 @@ def finding():
                 Check("pass@1", "lite_ppo", "dapo", ">", note="Lite PPO beats DAPO")],
         eval=EVAL,
         quick=QUICK,
-        seeds=3,
+        seeds=5,
         notes="The paper's base models are Qwen3 4B-8B on math data; here the warm-up stands "
               "in for the base model and the task is easy for it (pass@64 ~0.9 before RL). "
               "DAPO's oversampling doubles its sampling per step.",

@@ -55,7 +55,7 @@ def finding():
                       note="backward correction recovers part of the loss")],
         eval=EVAL,
         quick=QUICK,
-        seeds=3,
+        seeds=5,
         reference=WARMUP,
         curves=("rollout/reward_mean", "reward/correct", "train/entropy"),
         notes="rollout/reward_mean is the (noisy) reward the update sees, reward/correct the "
