@@ -31,7 +31,7 @@ def finding():
         eval=EVAL,
         quick=QUICK,
         seeds=5,
-        notes="The paper trains Qwen2.5-Math-7B on math; here the warm-up's groups are "
-              "all-wrong in about a sixth of the prompts (zero-variance share 0.3 with G = 8, "
-              "all-wrong and all-right together).",
+        notes="The paper trains 7B models on math; here about 0.3 of GRPO's groups of 8 "
+              "have zero variance over training (all-wrong and all-right together; "
+              "group_size's g8 arm).",
     )
