@@ -179,7 +179,12 @@ def run_pair(finding: Finding, arm: str, seed: int, work: str,
     out_path = os.path.join(pair_dir, "result.json")
     if os.path.exists(out_path):
         with open(out_path) as f:
-            return {**json.load(f), "arm": arm, "skipped": True, "dir": pair_dir}
+            res = json.load(f)
+        if not finding.is_warmup(arm) and not any(k.startswith("train") for k in res["metrics"]):
+            # Finished before training metrics were recorded: read them from its log.
+            rows = _rl_rows(os.path.join(pair_dir, "run"))
+            res["metrics"] = {**res["metrics"], **train_metrics(rows, finding.curves)}
+        return {**res, "arm": arm, "skipped": True, "dir": pair_dir}
     os.makedirs(os.path.dirname(pair_dir), exist_ok=True)
     lock = pair_dir + ".lock"
     if not _try_lock(lock):
