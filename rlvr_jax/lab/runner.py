@@ -119,9 +119,10 @@ def warmup_params(r, work: str, log: Callable[[str], None] = print):
 
 
 def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
-    """pass@k and maj@k (k in spec.ks) and mean@n, averaged over the held-out prompts, from
-    `spec.num_samples` samples per prompt (unbiased pass@k estimator); the sampling keys
-    depend on the seed only, so every arm of a seed is scored on the same draws."""
+    """pass@k and maj@k (k in spec.ks), CoT-pass@k (answer and every worked step right; tasks
+    with step checks) and mean@n, averaged over the held-out prompts, from `spec.num_samples`
+    samples per prompt (unbiased pass@k estimator); the sampling keys depend on the seed
+    only, so every arm of a seed is scored on the same draws."""
     ev = r.evaluator
     texts = decoding.generate_texts(
         params, r.model_config, r.tokenizer, ev.prompt_tokens, ev.prompt_mask,
@@ -129,7 +130,7 @@ def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
         greedy=False, temperature=spec.temperature, max_new_tokens=ev.max_new_tokens,
         batch_size=spec.batch_size, buckets=None)
     per_prompt = report.per_prompt_metrics(report.score(texts, ev.data), ks=spec.ks)
-    return {k: float(np.mean(v)) for k, v in per_prompt.items() if not k.startswith("cot_")}
+    return {k: float(np.mean(v)) for k, v in per_prompt.items()}
 
 
 def _rl_rows(run_dir: str) -> list:

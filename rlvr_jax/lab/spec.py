@@ -104,8 +104,9 @@ class Finding:
                     raise ValueError(f"finding {self.name}: check names unknown arm {arm!r}")
             if not _metric_known(c.metric, self.eval, self.curves):
                 raise ValueError(f"finding {self.name}: check metric {c.metric!r} is not "
-                                 f"measured (pass@k / maj@k for k in {self.eval.ks}, mean@n, "
-                                 f"train:KEY / train_avg:KEY for KEY in curves)")
+                                 f"measured (pass@k / maj@k / cot_pass@k for k in "
+                                 f"{self.eval.ks}, mean@n, train:KEY / train_avg:KEY for KEY "
+                                 f"in curves)")
             if _is_train_metric(c.metric) and (self.is_warmup(c.a) or self.is_warmup(c.b)):
                 raise ValueError(f"finding {self.name}: check {c.metric!r} names a warm-up arm, "
                                  f"which has no RL training metrics")
@@ -147,7 +148,7 @@ def _metric_known(metric: str, ev: EvalSpec, curves: Sequence[str] = ()) -> bool
     if _is_train_metric(metric):
         return metric.partition(":")[2] in curves
     name, _, k = metric.partition("@")
-    return name in ("pass", "maj") and k.isdigit() and int(k) in ev.ks
+    return name in ("pass", "maj", "cot_pass") and k.isdigit() and int(k) in ev.ks
 
 
 def _clip_metric(metric: str, top: int) -> str:
