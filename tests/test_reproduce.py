@@ -90,6 +90,7 @@ def test_finding_spec_checks_its_arms_and_metrics():
         _finding(checks=[Check("pass@1", "nope", "rl", ">")])
     with pytest.raises(ValueError, match="not measured"):
         _finding(checks=[Check("pass@64", "rl", lab.WARMUP, ">")])
+    _finding(checks=[Check("cot_pass@4", "rl", lab.WARMUP, ">")])  # CoT-pass@k is measured.
     with pytest.raises(ValueError, match="expect"):
         Check("pass@1", "a", "b", "!=")
     with pytest.raises(ValueError, match="ks must lie"):
@@ -161,6 +162,30 @@ def test_summary_and_report_with_training_metrics():
     assert f"| {lab.WARMUP} | 0.200 (0.200–0.200) | 0.400 (0.400–0.400) | — | 3 |" in table
 
 
+def test_a_stored_pair_lacking_a_checked_metric_is_not_finished(tmp_path):
+    """runner._finished: a stored RL pair gets its training metrics from its metrics.jsonl
+    when it has none; one lacking a metric a check reads on that arm is run again."""
+    f = _finding(checks=[Check("cot_pass@4", "rl", lab.WARMUP, ">")],
+                 arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}, "other": {}})
+    pair = tmp_path / "pair"
+    (pair / "run").mkdir(parents=True)
+    with open(pair / "run" / "metrics.jsonl", "w") as fh:
+        for step in (1, 2):
+            fh.write(json.dumps({"step": step, "phase": "rl", "train/entropy": 0.1 * step,
+                                 "rollout/reward_mean": 0.5}) + "\n")
+    def store(metrics):
+        with open(pair / "result.json", "w") as fh:
+            json.dump({"seed": 0, "metrics": metrics, "curves": {}, "wall_s": 1.0}, fh)
+    assert runner._finished(f, "rl", str(pair)) is None  # Nothing stored yet.
+    store({"pass@1": 0.2, "pass@4": 0.5})
+    assert runner._finished(f, "rl", str(pair)) is None  # No cot_pass@4: run again.
+    got = runner._finished(f, "other", str(pair))  # No check reads it on "other".
+    assert got["skipped"] and got["metrics"]["train:train/entropy"] == pytest.approx(0.2)
+    assert got["metrics"]["train_avg:train/entropy"] == pytest.approx(0.15)
+    store({"pass@1": 0.2, "pass@4": 0.5, "cot_pass@4": 0.4})
+    assert runner._finished(f, "rl", str(pair))["metrics"]["cot_pass@4"] == 0.4
+
+
 def test_arm_config_overrides_and_shared_warmup_key():
     f = _finding(arms={"a": {"rl.learning_rate": 3e-4}, "b": {"rl.entropy_keep_fraction": 0.2}},
                  checks=[Check("pass@1", "a", "b", ">")])
@@ -176,7 +201,7 @@ def test_arm_config_overrides_and_shared_warmup_key():
 def test_every_repro_config_loads(capsys):
     names = lab.names()
     assert {"rl_vs_base", "nsr_vs_psr", "entropy_8020", "dapo_clip_higher", "noisy_rewards",
-            "group_size"} <= set(names)
+            "group_size", "lite_ppo", "ngrpo", "process_rewards"} <= set(names)
     for name in names:
         f = lab.load(name)
         assert f.seeds >= 3 and f.checks and f.paper
@@ -220,9 +245,10 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys, monkeypatch):
     for arm in res["arms"].values():
         assert [r["seed"] for r in arm["per_seed"]] == [0]
         for part in ("mean", "ci95", "iqm"):
-            assert {"pass@1", "pass@4"} <= set(arm[part])
+            assert {"pass@1", "pass@4", "cot_pass@4"} <= set(arm[part])
         assert all(0.0 <= r["pass@1"] <= r["pass@2"] <= r["pass@4"] <= 1.0
                    for r in arm["per_seed"])
+        assert all(r["cot_pass@4"] <= r["pass@4"] for r in arm["per_seed"])
     assert _finite(res["arms"]) and _finite(res["checks"])
     assert os.path.exists(os.path.join(out, "rl_vs_base", "passk.png"))
     assert res["curves"]["grpo"][0]["step"] == [1, 2]  # The RL arm's training curves...

@@ -177,15 +177,9 @@ def run_pair(finding: Finding, arm: str, seed: int, work: str,
     {"arm", "seed", "metrics": {name: float}, "curves": {...}, "wall_s", "skipped", "dir"};
     None while another live process is running this pair."""
     pair_dir = pair_path(finding, arm, seed, work)
-    out_path = os.path.join(pair_dir, "result.json")
-    if os.path.exists(out_path):
-        with open(out_path) as f:
-            res = json.load(f)
-        if not finding.is_warmup(arm) and not any(k.startswith("train") for k in res["metrics"]):
-            # Finished before training metrics were recorded: read them from its log.
-            rows = _rl_rows(os.path.join(pair_dir, "run"))
-            res["metrics"] = {**res["metrics"], **train_metrics(rows, finding.curves)}
-        return {**res, "arm": arm, "skipped": True, "dir": pair_dir}
+    res = _finished(finding, arm, pair_dir)
+    if res is not None:
+        return res
     os.makedirs(os.path.dirname(pair_dir), exist_ok=True)
     lock = pair_dir + ".lock"
     if not _try_lock(lock):
@@ -194,6 +188,25 @@ def run_pair(finding: Finding, arm: str, seed: int, work: str,
         return _train_pair(finding, arm, seed, work, pair_dir, log)
     finally:
         os.remove(lock)
+
+
+def _finished(finding: Finding, arm: str, pair_dir: str) -> Optional[Dict[str, Any]]:
+    """The stored result of a finished pair, or None. A pair finished before training
+    metrics were recorded gets them from its metrics.jsonl; one that lacks a metric this
+    finding's checks read on `arm` (e.g. CoT-pass@k, kept since) counts as unfinished and
+    is run again (the same config and seed: the same numbers, plus the missing ones)."""
+    out_path = os.path.join(pair_dir, "result.json")
+    if not os.path.exists(out_path):
+        return None
+    with open(out_path) as f:
+        res = json.load(f)
+    if not finding.is_warmup(arm) and not any(k.startswith("train") for k in res["metrics"]):
+        rows = _rl_rows(os.path.join(pair_dir, "run"))
+        res["metrics"] = {**res["metrics"], **train_metrics(rows, finding.curves)}
+    needed = {c.metric for c in finding.checks if arm in (c.a, c.b)}
+    if needed - set(res["metrics"]):
+        return None
+    return {**res, "arm": arm, "skipped": True, "dir": pair_dir}
 
 
 def _train_pair(finding: Finding, arm: str, seed: int, work: str, pair_dir: str,
