@@ -201,7 +201,7 @@ def test_arm_config_overrides_and_shared_warmup_key():
 def test_every_repro_config_loads(capsys):
     names = lab.names()
     assert {"rl_vs_base", "nsr_vs_psr", "entropy_8020", "dapo_clip_higher", "noisy_rewards",
-            "group_size", "lite_ppo", "ngrpo", "process_rewards"} <= set(names)
+            "group_size", "lite_ppo", "lite_ppo_hard", "ngrpo", "process_rewards"} <= set(names)
     for name in names:
         f = lab.load(name)
         assert f.seeds >= 3 and f.checks and f.paper
