@@ -5,7 +5,7 @@ GRPO and DAPO when training base (not instruction-tuned) models.
 
 Arms (paired by seed; each the repository's preset of that name with no KL, 100 RL steps,
 16 prompts x 8 samples, learning rate 1e-4): grpo (group mean and group std, per-sequence
-token mean, PPO clip 0.2/0.2: the same runs as `clean` in noisy_rewards and `g8` in
+token mean, PPO clip 0.2/0.2: the configuration of `clean` in noisy_rewards and `g8` in
 group_size), lite_ppo (group mean, batch std, token mean, clip 0.2/0.2), dapo (clip-higher
 0.2/0.28, token mean, dynamic sampling from 2x oversampled prompts, soft overlong penalty
 over the last 4 of the 16 tokens). The warm-up stands in for the base model. One task
