@@ -9,7 +9,7 @@ token mean, PPO clip 0.2/0.2: the configuration of `clean` in noisy_rewards and 
 group_size), lite_ppo (group mean, batch std, token mean, clip 0.2/0.2), dapo (clip-higher
 0.2/0.28, token mean, dynamic sampling from 2x oversampled prompts, soft overlong penalty
 over the last 4 of the 16 tokens). The warm-up stands in for the base model. One task
-setting only (1-2 digit addition); the paper also varies the task's difficulty.
+setting (1-2 digit addition); configs/repro/lite_ppo_hard.py runs the same on 1-3 digits.
 
 Checks (chosen before any run): pass@1 of lite_ppo above grpo and above dapo. Metric:
 pass@k, k = 1..64, from 64 samples per prompt on 128 held-out prompts.
