@@ -56,7 +56,7 @@ def list_findings() -> int:
     from rlvr_jax import lab
     for name in lab.names():
         f = lab.load(name)
-        print(f"{name:14s} {len(f.arms)} arms x {f.seeds} seeds  \"{f.paper}\"")
+        print(f"{name:17s} {len(f.arms)} arms x {f.seeds} seeds  \"{f.paper}\"")
     return 0
 
 

@@ -12,6 +12,7 @@ from rlvr_jax import lab
 from rlvr_jax.lab import runner, stats
 from rlvr_jax.lab.spec import Check, EvalSpec, Finding
 from rlvr_jax.train.config import arithmetic_config
+from rlvr_jax.train.validate import validate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -89,6 +90,7 @@ def test_finding_spec_checks_its_arms_and_metrics():
         _finding(checks=[Check("pass@1", "nope", "rl", ">")])
     with pytest.raises(ValueError, match="not measured"):
         _finding(checks=[Check("pass@64", "rl", lab.WARMUP, ">")])
+    _finding(checks=[Check("cot_pass@4", "rl", lab.WARMUP, ">")])  # CoT-pass@k is measured.
     with pytest.raises(ValueError, match="expect"):
         Check("pass@1", "a", "b", "!=")
     with pytest.raises(ValueError, match="ks must lie"):
@@ -100,6 +102,88 @@ def test_finding_spec_checks_its_arms_and_metrics():
     assert q.arms["rl"]["rl.steps"] == q.arms["long"]["rl.steps"] == 2
     assert q.arms[lab.WARMUP]["rl.steps"] == 0
     assert q.arms["rl"]["sft.steps"] == q.arms[lab.WARMUP]["sft.steps"] == 3  # One warm-up.
+
+
+def test_train_metric_checks_name_recorded_curves_of_rl_arms():
+    curves = ("rollout/reward_mean", "train/entropy")
+    f = _finding(checks=[Check("train:train/entropy", "rl", "long", ">"),
+                         Check("train_avg:rollout/reward_mean", "rl", "long", "<")],
+                 arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}, "long": {"rl.steps": 300}},
+                 curves=curves)
+    assert [c.metric for c in f.quick_version().checks] == [
+        "train:train/entropy", "train_avg:rollout/reward_mean"]
+    with pytest.raises(ValueError, match="not measured"):
+        _finding(checks=[Check("train:loss/clip_frac", "rl", lab.WARMUP, ">")], curves=curves)
+    with pytest.raises(ValueError, match="warm-up arm"):
+        _finding(checks=[Check("train:train/entropy", "rl", lab.WARMUP, ">")], curves=curves)
+
+
+def test_train_metrics_against_numpy():
+    rng = np.random.default_rng(1)
+    ent = rng.random(23)
+    rows = [{"step": i + 1, "phase": "rl", "train/entropy": float(e),
+             "loss/clip_frac": None if i % 5 == 0 else float(i)} for i, e in enumerate(ent)]
+    out = runner.train_metrics(rows, ["train/entropy", "loss/clip_frac", "absent"])
+    # The last 10% of 23 lines: round(2.3) = 2 lines.
+    np.testing.assert_allclose(out["train:train/entropy"], ent[-2:].mean(), rtol=1e-12)
+    np.testing.assert_allclose(out["train_avg:train/entropy"], ent.mean(), rtol=1e-12)
+    clip = [float(i) for i in range(23) if i % 5]  # None values are skipped.
+    np.testing.assert_allclose(out["train_avg:loss/clip_frac"], np.mean(clip), rtol=1e-12)
+    np.testing.assert_allclose(out["train:loss/clip_frac"], np.mean([21.0, 22.0]), rtol=1e-12)
+    assert not any("absent" in k for k in out)
+    one = runner.train_metrics(rows[:3], ["train/entropy"])  # At least one line.
+    np.testing.assert_allclose(one["train:train/entropy"], ent[2], rtol=1e-12)
+    assert runner.train_metrics([], ["train/entropy"]) == {}
+
+
+def test_summary_and_report_with_training_metrics():
+    """A training metric lives in the RL arms only: the warm-up arm's summary leaves it out,
+    the check on it is judged, the arms table gets a column for it ("—" for the warm-up)."""
+    from rlvr_jax.lab import report
+    f = _finding(checks=[Check("train:train/entropy", "rl", "rl2", ">")],
+                 arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}, "rl2": {"rl.steps": 300}})
+    def pair(arm, seed, p1, ent=None):
+        m = {"pass@1": p1, "pass@4": min(1.0, 2 * p1)}
+        if ent is not None:
+            m["train:train/entropy"] = ent
+        return {"seed": seed, "metrics": m, "wall_s": 1.0,
+                "curves": {} if ent is None else {"step": [1, 2], "train/entropy": [ent, ent]}}
+    results = {lab.WARMUP: [pair(lab.WARMUP, s, 0.2) for s in range(3)],
+               "rl": [pair("rl", s, 0.3, 0.5 + 0.01 * s) for s in range(3)],
+               "rl2": [pair("rl2", s, 0.3, 0.4) for s in range(3)]}
+    summary = stats.summarize(f, results)
+    assert "train:train/entropy" not in summary["arms"][lab.WARMUP]["mean"]
+    assert summary["arms"]["rl"]["mean"]["train:train/entropy"] == pytest.approx(0.51)
+    check = summary["checks"][0]
+    assert check["difference"]["per_seed"] == pytest.approx([0.1, 0.11, 0.12])
+    assert check["outcome"] == "supported" and summary["verdict"] == "reproduced"
+    table = report.arms_table(summary)
+    assert "| arm | pass@1 | pass@4 | train:train/entropy | seeds |" in table
+    assert f"| {lab.WARMUP} | 0.200 (0.200–0.200) | 0.400 (0.400–0.400) | — | 3 |" in table
+
+
+def test_a_stored_pair_lacking_a_checked_metric_is_not_finished(tmp_path):
+    """runner._finished: a stored RL pair gets its training metrics from its metrics.jsonl
+    when it has none; one lacking a metric a check reads on that arm is run again."""
+    f = _finding(checks=[Check("cot_pass@4", "rl", lab.WARMUP, ">")],
+                 arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}, "other": {}})
+    pair = tmp_path / "pair"
+    (pair / "run").mkdir(parents=True)
+    with open(pair / "run" / "metrics.jsonl", "w") as fh:
+        for step in (1, 2):
+            fh.write(json.dumps({"step": step, "phase": "rl", "train/entropy": 0.1 * step,
+                                 "rollout/reward_mean": 0.5}) + "\n")
+    def store(metrics):
+        with open(pair / "result.json", "w") as fh:
+            json.dump({"seed": 0, "metrics": metrics, "curves": {}, "wall_s": 1.0}, fh)
+    assert runner._finished(f, "rl", str(pair)) is None  # Nothing stored yet.
+    store({"pass@1": 0.2, "pass@4": 0.5})
+    assert runner._finished(f, "rl", str(pair)) is None  # No cot_pass@4: run again.
+    got = runner._finished(f, "other", str(pair))  # No check reads it on "other".
+    assert got["skipped"] and got["metrics"]["train:train/entropy"] == pytest.approx(0.2)
+    assert got["metrics"]["train_avg:train/entropy"] == pytest.approx(0.15)
+    store({"pass@1": 0.2, "pass@4": 0.5, "cot_pass@4": 0.4})
+    assert runner._finished(f, "rl", str(pair))["metrics"]["cot_pass@4"] == 0.4
 
 
 def test_arm_config_overrides_and_shared_warmup_key():
@@ -116,12 +200,14 @@ def test_arm_config_overrides_and_shared_warmup_key():
 
 def test_every_repro_config_loads(capsys):
     names = lab.names()
-    assert {"rl_vs_base", "nsr_vs_psr", "entropy_8020"} <= set(names)
+    assert {"rl_vs_base", "nsr_vs_psr", "entropy_8020", "dapo_clip_higher", "noisy_rewards",
+            "group_size", "lite_ppo", "lite_ppo_hard", "ngrpo", "process_rewards"} <= set(names)
     for name in names:
         f = lab.load(name)
         assert f.seeds >= 3 and f.checks and f.paper
-        for arm in f.arms:  # Every override is a real config key.
-            runner.arm_config(f, arm, 0)
+        for spec in (f, f.quick_version()):
+            for arm in spec.arms:  # Every override is a real config key, every arm valid.
+                validate(runner.arm_config(spec, arm, 0))
     assert _script().main(["list"]) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == len(names)
     with pytest.raises(ValueError, match="unknown finding"):
@@ -138,12 +224,17 @@ def _finite(x):
     return not isinstance(x, float) or math.isfinite(x)
 
 
-def test_quick_run_writes_results_and_resumes(tmp_path, capsys):
-    """`run rl_vs_base --quick`: 2 seeds x 2 arms; results.json as documented, finite; a
-    second invocation skips every finished pair; a removed pair is the only one redone."""
+def test_quick_run_writes_results_and_resumes(tmp_path, capsys, monkeypatch):
+    """`run rl_vs_base --quick --seeds 1` (the warm-up arm and one RL pair; the warm-up
+    has no supervised steps here: its training is tested in test_train_loop): results.json
+    as documented, finite; a second invocation skips every finished pair; a removed pair is
+    the only one redone, with the same numbers."""
+    from rlvr_jax.lab import common
+    monkeypatch.setitem(common.QUICK, "sft.steps", 0)  # Saves compiling the SFT step.
     main = _script().main
     out = str(tmp_path / "out")
-    assert main(["run", "rl_vs_base", "--quick", "--out", out]) == 0
+    cmd = ["run", "rl_vs_base", "--quick", "--seeds", "1", "--out", out]
+    assert main(cmd) == 0
     path = os.path.join(out, "rl_vs_base", "results.json")
     with open(path) as f:
         res = json.load(f)
@@ -152,31 +243,41 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys):
     arms = lab.load("rl_vs_base").arms
     assert set(res["arms"]) == set(arms) and {lab.WARMUP, "grpo"} <= set(arms)
     for arm in res["arms"].values():
-        assert [r["seed"] for r in arm["per_seed"]] == [0, 1]
+        assert [r["seed"] for r in arm["per_seed"]] == [0]
         for part in ("mean", "ci95", "iqm"):
-            assert {"pass@1", "pass@4"} <= set(arm[part])
+            assert {"pass@1", "pass@4", "cot_pass@4"} <= set(arm[part])
         assert all(0.0 <= r["pass@1"] <= r["pass@2"] <= r["pass@4"] <= 1.0
                    for r in arm["per_seed"])
+        assert all(r["cot_pass@4"] <= r["pass@4"] for r in arm["per_seed"])
     assert _finite(res["arms"]) and _finite(res["checks"])
     assert os.path.exists(os.path.join(out, "rl_vs_base", "passk.png"))
-    assert res["curves"]["grpo"][0]["step"] == [1, 2]  # The RL arm's training curves.
+    assert res["curves"]["grpo"][0]["step"] == [1, 2]  # The RL arm's training curves...
+    rl_seed = res["arms"]["grpo"]["per_seed"][0]  # ...and their summaries (RL arms only).
+    assert {"train:train/entropy", "train_avg:rollout/reward_mean"} <= set(rl_seed)
+    assert not any(k.startswith("train") for k in res["arms"][lab.WARMUP]["per_seed"][0])
 
     capsys.readouterr()
     assert main(["report", "rl_vs_base", "--out", out]) == 0
     table = capsys.readouterr().out
     assert "| grpo |" in table and f"**Verdict: {res['verdict']}.**" in table
-    assert main(["run", "rl_vs_base", "--quick", "--out", out]) == 0
+    # A pair finished before training metrics were recorded gets them from its log.
+    work = os.path.join(out, "rl_vs_base", "work")
+    quick = lab.load("rl_vs_base").quick_version()
+    pair_json = os.path.join(runner.pair_path(quick, "grpo", 0, work), "result.json")
+    with open(pair_json) as f:
+        old = json.load(f)
+    old["metrics"] = {k: v for k, v in old["metrics"].items() if not k.startswith("train")}
+    with open(pair_json, "w") as f:
+        json.dump(old, f)
+    assert main(cmd) == 0
     log = capsys.readouterr().out
-    assert log.count("done before") == 2 * len(arms)
+    assert log.count("done before") == len(arms)
     with open(path) as f:
         assert json.load(f)["arms"] == res["arms"]
 
-    quick = lab.load("rl_vs_base").quick_version()
-    os.remove(os.path.join(runner.pair_path(quick, "grpo", 1, os.path.join(out, "rl_vs_base",
-                                                                           "work")),
-                           "result.json"))
-    assert main(["run", "rl_vs_base", "--quick", "--out", out]) == 0
+    os.remove(pair_json)
+    assert main(cmd) == 0
     log = capsys.readouterr().out
-    assert log.count("done before") == 2 * len(arms) - 1 and "grpo seed 1: 2 RL steps" in log
+    assert log.count("done before") == len(arms) - 1 and "grpo seed 0: 2 RL steps" in log
     with open(path) as f:  # Redone the same way: the same numbers.
         assert json.load(f)["arms"]["grpo"]["per_seed"] == res["arms"]["grpo"]["per_seed"]

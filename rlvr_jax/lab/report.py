@@ -14,12 +14,15 @@ def _cell(arm: Dict[str, Any], metric: str) -> str:
 
 
 def arms_table(summary: Dict[str, Any], ks: Sequence[int] = SHOWN_KS) -> str:
-    """Arms × pass@k: the mean over seeds (95% seed-bootstrap interval), and the seeds."""
+    """Arms × pass@k and every other metric a check reads (e.g. a training metric): the mean
+    over seeds (95% seed-bootstrap interval; "—" where an arm lacks it), and the seeds."""
     ks = [k for k in ks if f"pass@{k}" in next(iter(summary["arms"].values()))["mean"]]
-    head = "| arm | " + " | ".join(f"pass@{k}" for k in ks) + " | seeds |"
-    rows = [head, "|---" * (len(ks) + 2) + "|"]
+    cols = [f"pass@{k}" for k in ks]
+    cols += [m for m in dict.fromkeys(c["metric"] for c in summary["checks"]) if m not in cols]
+    head = "| arm | " + " | ".join(cols) + " | seeds |"
+    rows = [head, "|---" * (len(cols) + 2) + "|"]
     for name, arm in summary["arms"].items():
-        cells = " | ".join(_cell(arm, f"pass@{k}") for k in ks)
+        cells = " | ".join(_cell(arm, m) for m in cols)
         rows.append(f"| {name} | {cells} | {len(arm['per_seed'])} |")
     return "\n".join(rows)
 

@@ -37,6 +37,7 @@ from rlvr_jax.train.validate import validate
 
 _WARMUP_PARTS = ("model", "tokenizer", "data", "sft", "mesh")
 _CURVE_POINTS = 60
+TRAIN_TAIL = 0.1  # "train:KEY" metrics: the mean over the last 10% of the RL steps.
 
 
 def apply_overrides(config, overrides: Dict[str, Any]):
@@ -118,9 +119,10 @@ def warmup_params(r, work: str, log: Callable[[str], None] = print):
 
 
 def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
-    """pass@k and maj@k (k in spec.ks) and mean@n, averaged over the held-out prompts, from
-    `spec.num_samples` samples per prompt (unbiased pass@k estimator); the sampling keys
-    depend on the seed only, so every arm of a seed is scored on the same draws."""
+    """pass@k and maj@k (k in spec.ks), CoT-pass@k (answer and every worked step right; tasks
+    with step checks) and mean@n, averaged over the held-out prompts, from `spec.num_samples`
+    samples per prompt (unbiased pass@k estimator); the sampling keys depend on the seed
+    only, so every arm of a seed is scored on the same draws."""
     ev = r.evaluator
     texts = decoding.generate_texts(
         params, r.model_config, r.tokenizer, ev.prompt_tokens, ev.prompt_mask,
@@ -128,17 +130,39 @@ def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
         greedy=False, temperature=spec.temperature, max_new_tokens=ev.max_new_tokens,
         batch_size=spec.batch_size, buckets=None)
     per_prompt = report.per_prompt_metrics(report.score(texts, ev.data), ks=spec.ks)
-    return {k: float(np.mean(v)) for k, v in per_prompt.items() if not k.startswith("cot_")}
+    return {k: float(np.mean(v)) for k, v in per_prompt.items()}
 
 
-def _curves(run_dir: str, keys) -> Dict[str, list]:
-    """{"step": [...], key: [...]} from metrics.jsonl's RL lines, thinned to ~60 points."""
+def _rl_rows(run_dir: str) -> list:
+    """metrics.jsonl's RL lines (dicts), in step order."""
     path = os.path.join(run_dir, "metrics.jsonl")
     rows = []
     if os.path.exists(path):
         with open(path) as f:
             rows = [json.loads(line) for line in f if line.strip()]
-    rows = [x for x in rows if x.get("phase") == "rl"]
+    return [x for x in rows if x.get("phase") == "rl"]
+
+
+def train_metrics(rows: list, keys, tail: float = TRAIN_TAIL) -> Dict[str, float]:
+    """Summaries of the training metrics `keys` over the RL log lines `rows` (dicts with
+    "step"), for checks: "train:KEY", the mean over the last `tail` share of the lines (at
+    least one: where training ended), and "train_avg:KEY", the mean over all of them (the
+    area under the curve: how early a metric moved). Missing / None values are skipped;
+    a key with no value at all is left out."""
+    out: Dict[str, float] = {}
+    n_tail = max(1, int(round(tail * len(rows))))
+    for key in keys:
+        every = [x[key] for x in rows if x.get(key) is not None]
+        last = [x[key] for x in rows[-n_tail:] if x.get(key) is not None]
+        if every:
+            out[f"train_avg:{key}"] = float(np.mean(every))
+        if last:
+            out[f"train:{key}"] = float(np.mean(last))
+    return out
+
+
+def _curves(rows: list, keys) -> Dict[str, list]:
+    """{"step": [...], key: [...]} from the RL log lines `rows`, thinned to ~60 points."""
     stride = max(1, len(rows) // _CURVE_POINTS)
     rows = rows[stride - 1::stride] if rows else []
     out = {"step": [x["step"] for x in rows]}
@@ -153,10 +177,9 @@ def run_pair(finding: Finding, arm: str, seed: int, work: str,
     {"arm", "seed", "metrics": {name: float}, "curves": {...}, "wall_s", "skipped", "dir"};
     None while another live process is running this pair."""
     pair_dir = pair_path(finding, arm, seed, work)
-    out_path = os.path.join(pair_dir, "result.json")
-    if os.path.exists(out_path):
-        with open(out_path) as f:
-            return {**json.load(f), "arm": arm, "skipped": True, "dir": pair_dir}
+    res = _finished(finding, arm, pair_dir)
+    if res is not None:
+        return res
     os.makedirs(os.path.dirname(pair_dir), exist_ok=True)
     lock = pair_dir + ".lock"
     if not _try_lock(lock):
@@ -165,6 +188,25 @@ def run_pair(finding: Finding, arm: str, seed: int, work: str,
         return _train_pair(finding, arm, seed, work, pair_dir, log)
     finally:
         os.remove(lock)
+
+
+def _finished(finding: Finding, arm: str, pair_dir: str) -> Optional[Dict[str, Any]]:
+    """The stored result of a finished pair, or None. A pair finished before training
+    metrics were recorded gets them from its metrics.jsonl; one that lacks a metric this
+    finding's checks read on `arm` (e.g. CoT-pass@k, kept since) counts as unfinished and
+    is run again (the same config and seed: the same numbers, plus the missing ones)."""
+    out_path = os.path.join(pair_dir, "result.json")
+    if not os.path.exists(out_path):
+        return None
+    with open(out_path) as f:
+        res = json.load(f)
+    if not finding.is_warmup(arm) and not any(k.startswith("train") for k in res["metrics"]):
+        rows = _rl_rows(os.path.join(pair_dir, "run"))
+        res["metrics"] = {**res["metrics"], **train_metrics(rows, finding.curves)}
+    needed = {c.metric for c in finding.checks if arm in (c.a, c.b)}
+    if needed - set(res["metrics"]):
+        return None
+    return {**res, "arm": arm, "skipped": True, "dir": pair_dir}
 
 
 def _train_pair(finding: Finding, arm: str, seed: int, work: str, pair_dir: str,
@@ -185,7 +227,9 @@ def _train_pair(finding: Finding, arm: str, seed: int, work: str, pair_dir: str,
         r.writer.close()
         r.samples.close()
         metrics = evaluate(r, state.params, finding.eval, seed)
-        curves = _curves(os.path.join(pair_dir, "run"), finding.curves)
+        rows = _rl_rows(os.path.join(pair_dir, "run"))
+        metrics.update(train_metrics(rows, finding.curves))
+        curves = _curves(rows, finding.curves)
     result = {"arm": arm, "seed": seed, "metrics": metrics, "curves": curves,
               "wall_s": time.time() - t0}
     os.makedirs(pair_dir, exist_ok=True)

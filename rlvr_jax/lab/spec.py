@@ -74,7 +74,10 @@ class Finding:
         contradicted: not reproduced; else inconclusive at this scale).
       seeds: training seeds 0..seeds-1 (every arm of seed s starts from warm-up s).
       eval: the pass@k evaluation.
-      curves: training metrics (metrics.jsonl keys) kept per seed for the dynamics plot.
+      curves: training metrics (metrics.jsonl keys) kept per seed for the dynamics plot;
+        each also gives the metrics "train:KEY" (its mean over the last 10% of the RL
+        steps) and "train_avg:KEY" (over all of them), which checks may compare between
+        RL arms (`runner.train_metrics`).
       quick: overrides for `--quick` (applied to every arm; plus `quick_eval`, `quick_seeds`).
       notes: what this scale can and cannot test (printed into results.json).
       reference: the arm the pass@k plot subtracts (default: the first arm).
@@ -99,9 +102,14 @@ class Finding:
             for arm in (c.a, c.b):
                 if arm not in self.arms:
                     raise ValueError(f"finding {self.name}: check names unknown arm {arm!r}")
-            if not _metric_known(c.metric, self.eval):
+            if not _metric_known(c.metric, self.eval, self.curves):
                 raise ValueError(f"finding {self.name}: check metric {c.metric!r} is not "
-                                 f"measured (pass@k / maj@k for k in {self.eval.ks}, mean@n)")
+                                 f"measured (pass@k / maj@k / cot_pass@k for k in "
+                                 f"{self.eval.ks}, mean@n, train:KEY / train_avg:KEY for KEY "
+                                 f"in curves)")
+            if _is_train_metric(c.metric) and (self.is_warmup(c.a) or self.is_warmup(c.b)):
+                raise ValueError(f"finding {self.name}: check {c.metric!r} names a warm-up arm, "
+                                 f"which has no RL training metrics")
         if self.reference and self.reference not in self.arms:
             raise ValueError(f"finding {self.name}: reference {self.reference!r} is not an arm")
         if self.seeds < 1:
@@ -130,11 +138,17 @@ class Finding:
                                    eval=ev)
 
 
-def _metric_known(metric: str, ev: EvalSpec) -> bool:
-    if metric == f"mean@{ev.num_samples}" or metric.startswith("train:"):
+def _is_train_metric(metric: str) -> bool:
+    return metric.startswith(("train:", "train_avg:"))
+
+
+def _metric_known(metric: str, ev: EvalSpec, curves: Sequence[str] = ()) -> bool:
+    if metric == f"mean@{ev.num_samples}":
         return True
+    if _is_train_metric(metric):
+        return metric.partition(":")[2] in curves
     name, _, k = metric.partition("@")
-    return name in ("pass", "maj") and k.isdigit() and int(k) in ev.ks
+    return name in ("pass", "maj", "cot_pass") and k.isdigit() and int(k) in ev.ks
 
 
 def _clip_metric(metric: str, top: int) -> str:

@@ -38,9 +38,12 @@ def interval(values: Sequence[float], *, name: str = "", statistic: str = "mean"
 def arm_summary(per_seed: List[Dict[str, Any]], metrics: Sequence[str], arm: str
                 ) -> Dict[str, Any]:
     """{"per_seed": [...], "mean": {m: v}, "ci95": {m: [low, high]}, "iqm": {m: v}} of one arm
-    (`per_seed`: [{"seed": s, metric: value, ...}] in seed order)."""
+    (`per_seed`: [{"seed": s, metric: value, ...}] in seed order); a metric some seed lacks
+    (e.g. a training metric of the warm-up arm) is left out."""
     out: Dict[str, Any] = {"per_seed": per_seed, "mean": {}, "ci95": {}, "iqm": {}}
     for m in metrics:
+        if any(m not in row for row in per_seed):
+            continue
         vals = [row[m] for row in per_seed]
         ci = interval(vals, name=f"{arm}/{m}")
         out["mean"][m] = ci["value"]
