@@ -1,4 +1,7 @@
 """Helpers shared by tests/test_multiturn.py and tests/test_multiturn_host.py."""
+import os
+import re
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -20,3 +23,16 @@ def sampling_config(tok, **fields):
     base = dict(stop_token_ids=(tok.eos_id,), pad_id=tok.pad_id, vocab_limit=tok.vocab_size)
     base.update(fields)
     return sampling.SamplingConfig(**base)
+
+
+def doc_example(heading):
+    """The names defined by docs/multiturn.md's first python block after `heading`, run as
+    written; the block must be at most 20 lines (what the docs promise)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "multiturn.md")
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    code = re.search(r"```python\n(.*?)```", doc[doc.index(heading):], re.S).group(1)
+    assert len(code.strip().splitlines()) <= 20
+    scope = {}
+    exec(compile(code, "docs/multiturn.md", "exec"), scope)
+    return scope

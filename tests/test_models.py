@@ -210,8 +210,8 @@ def test_chunked_logprobs_gradient_with_an_overlapping_last_chunk(chunk_size, te
                                                                   with_entropy):
     """T = 10 in chunks of 4: the last chunk [6, 10) overlaps [4, 8); no position counts twice.
 
-    The custom backward (log-prob and entropy terms, temperature) against autodiff of the
-    naive full-vocabulary formula; chunk_size 10 is the single-chunk path."""
+    The gradient (log-prob and entropy terms, temperature) against autodiff of the naive
+    full-vocabulary formula; chunk_size 10 is the single-chunk path."""
     rng = np.random.default_rng(7)
     hidden = jnp.asarray(rng.normal(size=(2, 10, 8)), jnp.float32)
     head = jnp.asarray(rng.normal(size=(8, 30)), jnp.float32)

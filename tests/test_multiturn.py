@@ -10,7 +10,7 @@ import pytest
 
 from rlvr_jax import losses, models, multiturn
 from rlvr_jax.multiturn.env import DeviceEnv
-from tests.multiturn_helpers import prompt_arrays, sampling_config
+from tests.multiturn_helpers import doc_example, prompt_arrays, sampling_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,14 +255,7 @@ def test_rollout_sharded_over_8_devices_equals_unsharded(episodes, params, model
 
 def test_the_docs_environment_example_runs(tok):
     """docs/multiturn.md's ≤20-line environment, executed as written."""
-    import os
-    import re
-    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "multiturn.md")).read()
-    section = doc[doc.index("## Writing an environment"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    assert len(code.strip().splitlines()) <= 20
-    scope = {}
-    exec(compile(code, "docs/multiturn.md", "exec"), scope)
+    scope = doc_example("## Writing an environment")
     digits = tuple(tok.encode(str(d))[0] for d in range(10))
     env = scope["Countdown3"](call_end_ids=(tok.encode("]")[0],), max_turns=5,
                               max_obs_tokens=2, digit_ids=digits)

@@ -12,7 +12,7 @@ import pytest
 
 from rlvr_jax import multiturn, tasks
 from rlvr_jax.multiturn import HostReply
-from tests.multiturn_helpers import prompt_arrays, sampling_config
+from tests.multiturn_helpers import doc_example, prompt_arrays, sampling_config
 
 
 _prompts = prompt_arrays
@@ -167,14 +167,7 @@ def test_a_hanging_call_is_answered_with_an_error_at_its_timeout(tok):
 
 def test_the_docs_host_tool_example_runs():
     """docs/multiturn.md's ≤20-line host tool, executed as written."""
-    import os
-    import re
-    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "multiturn.md")).read()
-    section = doc[doc.index("A host tool in ≤ 20 lines"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    assert len(code.strip().splitlines()) <= 20
-    scope = {}
-    exec(compile(code, "docs/multiturn.md", "exec"), scope)
+    scope = doc_example("A host tool in ≤ 20 lines")
     env = scope["Reverse"](call_end_ids=(98,))
     state = env.start(None)
     replies = []
