@@ -27,14 +27,14 @@ def sample_command(args):
     import jax
     import jax.numpy as jnp
     from rlvr_jax import sampling
-    from rlvr_jax.models import presets, transformer
+    from rlvr_jax.models import transformer
 
-    mc = presets.get(args.preset, dtype=args.dtype, param_dtype=args.dtype)
+    mc = _model_config(args.preset, args.dtype)
     sc = sampling.SamplingConfig(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, greedy=args.greedy,
         max_new_tokens=args.new_tokens, num_samples=args.samples, pad_id=0,
         stop_token_ids=() if args.force_length else (args.stop_token,),
-        cache_window=args.cache_window)
+        cache_window=_window(args.cache_window))
     params = transformer.init_params(mc, jax.random.PRNGKey(args.seed))
     shape = (args.prompts, args.prompt_len)
     tokens = jax.random.randint(jax.random.PRNGKey(args.seed + 1), shape, 1, mc.vocab_size)
@@ -46,8 +46,10 @@ def sample_command(args):
     prefill = jax.jit(lambda p, t, m: transformer.forward(
         p, t, config=mc, attention_mask=m, return_hidden=True,
         cache=transformer.init_cache(mc, args.prompts, args.prompt_len + args.new_tokens - 1))[0])
+    start = time.perf_counter()
+    jax.block_until_ready(run())
+    first_call_s = time.perf_counter() - start  # Compile + one rollout.
     if args.profile_dir:
-        jax.block_until_ready(run())
         with jax.profiler.trace(args.profile_dir):
             jax.block_until_ready(run())
     total_s = _timed(run, args.repeats)
@@ -59,11 +61,11 @@ def sample_command(args):
         "benchmark": "sample", "preset": args.preset, "dtype": args.dtype,
         "prompts": args.prompts, "samples": args.samples, "sequences": args.prompts * args.samples,
         "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
-        "force_length": args.force_length, "cache_window": args.cache_window,
+        "force_length": args.force_length, "cache_window": sampling.cache_window_of(sc),
         "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
         "generated_tokens": generated,
         "tokens_per_s": generated / total_s,
-        "total_s": total_s,
+        "total_s": total_s, "first_call_s": first_call_s,
         "prefill_ms": 1e3 * prefill_s,
         "decode_step_ms": 1e3 * max(total_s - prefill_s, 0.0) / steps,
         "device_kind": device.device_kind, "platform": device.platform,
@@ -73,7 +75,7 @@ def sample_command(args):
 
 def add_sample_parser(subparsers):
     p = subparsers.add_parser("sample", help=sample_command.__doc__)
-    p.add_argument("--preset", default="tiny")
+    p.add_argument("--preset", default="tiny", help="a model preset, or 'bench' (the peer A/B model)")
     p.add_argument("--dtype", default="float32", help="compute and parameter dtype (bfloat16 on GPU)")
     p.add_argument("--prompts", type=int, default=4, help="P")
     p.add_argument("--samples", type=int, default=2, help="G, samples per prompt")
@@ -86,7 +88,8 @@ def add_sample_parser(subparsers):
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--greedy", action="store_true")
-    p.add_argument("--cache-window", type=int, default=0, help="SamplingConfig.cache_window")
+    p.add_argument("--cache-window", type=int, default=-1,
+                   help="SamplingConfig.cache_window (-1: automatic, 0: one phase)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs (median) after a warm-up")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile-dir", default=None, help="write a jax.profiler trace here")
@@ -98,58 +101,31 @@ BENCH_SHAPE = dict(family="qwen2", vocab_size=8192, d_model=256, n_layers=4, n_h
                    qkv_bias=True, tie_embeddings=True)  # The peer A/B bench model (6.03M params).
 
 
-def decode_step_cost(mc, prompts, samples, prompt_len, new_tokens, step, cache_slots=None):
-    """XLA cost_analysis of ONE `sampling.decode_step` (the decode loop's body), state donated.
-
-    The layers are unrolled in the decode path, so every layer is counted. The state is set
-    at decode step `step` (slots [0, Tp + step) valid) in a cache of `cache_slots` slots
-    (default Tp + N - 1, the single-phase loop). Returns {"flops", "bytes_accessed",
-    "minimum_bytes" (weights once + the valid K/V + one new slot + [B, V] float32 logits
-    written and read), "ratio"} with the minimum's parts.
-    """
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from rlvr_jax import sampling
-    from rlvr_jax.models import decoding, transformer
-    b, n = prompts * samples, new_tokens
-    slots = cache_slots or prompt_len + new_tokens - 1
-    sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=n, num_samples=samples)
-    params = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
-    prepared = jax.eval_shape(lambda p: decoding.prepare_params(p, mc), params)
-    cache = jax.eval_shape(lambda: decoding.init_cache(mc, b, slots))
-    i32 = jax.ShapeDtypeStruct((), jnp.int32)
-    state = (i32, cache, jax.ShapeDtypeStruct((b,), jnp.int32), jax.ShapeDtypeStruct((b,), bool),
-             jax.ShapeDtypeStruct((b, n), jnp.int32), jax.ShapeDtypeStruct((b, n), jnp.float32),
-             jax.ShapeDtypeStruct((b, n), jnp.int32))
-    fn = jax.jit(lambda p, s, k: sampling.decode_step(p, s, k, model_config=mc,
-                                                      sampling_config=sc), donate_argnums=(1,))
-    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
-    cost = fn.lower(prepared, state, key).compile().cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost
-    weights = sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
-                  for x in jax.tree.leaves(params))
-    kv_slot = mc.n_layers * 2 * mc.n_kv_heads * mc.head_dim * b * mc.compute_dtype.itemsize
-    logits = 2 * b * mc.vocab_size * 4
-    minimum = weights + kv_slot * (prompt_len + step) + kv_slot + logits
-    return {"flops": float(cost["flops"]), "bytes_accessed": float(cost["bytes accessed"]),
-            "minimum_bytes": minimum, "ratio": float(cost["bytes accessed"]) / minimum,
-            "weights_bytes": weights, "valid_kv_bytes": kv_slot * (prompt_len + step),
-            "logits_write_read_bytes": logits, "cache_slots": slots, "step": step}
-
-
 def decode_cost_command(args):
-    """Bytes and flops of one decode step (XLA cost_analysis) against the byte minimum."""
-    from rlvr_jax.models import presets
-    from rlvr_jax.models.config import ModelConfig
-    mc = (ModelConfig(**BENCH_SHAPE, dtype=args.dtype, param_dtype=args.dtype)
-          if args.preset == "bench" else presets.get(args.preset, dtype=args.dtype,
-                                                     param_dtype=args.dtype))
+    """Bytes and flops of one decode step and of a whole rollout (XLA cost_analysis) against
+    their byte minimum (`rlvr_jax.decode_cost`)."""
+    from rlvr_jax import decode_cost
+    mc = _model_config(args.preset, args.dtype)
+    shape = (args.prompts, args.samples, args.prompt_len, args.new_tokens)
     out = {"benchmark": "decode_cost", "preset": args.preset, "dtype": args.dtype}
-    out.update(decode_step_cost(mc, args.prompts, args.samples, args.prompt_len,
-                                args.new_tokens, args.step, args.cache_slots))
+    out.update(decode_cost.step_cost(mc, *shape, args.step, args.cache_slots))
+    out["rollout"] = decode_cost.rollout_cost(mc, *shape, _window(args.cache_window))
     out.update(_device_info())
     return out
+
+
+def _model_config(preset: str, dtype: str):
+    """A `models.presets` shape, or "bench" (`BENCH_SHAPE`), in `dtype` (compute and storage)."""
+    from rlvr_jax.models import presets
+    from rlvr_jax.models.config import ModelConfig
+    if preset == "bench":
+        return ModelConfig(**BENCH_SHAPE, dtype=dtype, param_dtype=dtype)
+    return presets.get(preset, dtype=dtype, param_dtype=dtype)
+
+
+def _window(flag: int):
+    """`--cache-window` (-1: automatic) as `SamplingConfig.cache_window` takes it."""
+    return None if flag == -1 else flag
 
 
 def add_decode_cost_parser(subparsers):
@@ -160,9 +136,11 @@ def add_decode_cost_parser(subparsers):
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--prompt-len", type=int, default=32)
     p.add_argument("--new-tokens", type=int, default=128)
-    p.add_argument("--step", type=int, default=64, help="decode step the state is set at")
+    p.add_argument("--step", type=int, default=64, help="decode step the one-step state is at")
     p.add_argument("--cache-slots", type=int, default=None,
-                   help="cache size (default Tp + N - 1; smaller = a cache_window phase)")
+                   help="one-step cache size (default Tp + N - 1: the single-phase loop)")
+    p.add_argument("--cache-window", type=int, default=-1,
+                   help="the rollout's SamplingConfig.cache_window (-1: automatic, 0: one phase)")
     p.set_defaults(func=decode_cost_command)
 
 

@@ -58,7 +58,8 @@ def _per_device_bytes(shapes, shardings) -> int:
 def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optional[int] = None,
          prompts: int = 32, samples: int = 8, prompt_len: int = 512, new_tokens: int = 1024,
          microbatches: int = 4, logprob_chunk: int = 128, dtype: str = "bfloat16",
-         param_dtype: str = "float32", remat: str = "full") -> Dict[str, Any]:
+         param_dtype: str = "float32", remat: str = "full",
+         cache_window: Optional[int] = None) -> Dict[str, Any]:
     """Compiles the RL step for `preset` on all visible devices; returns per-device bytes.
 
     Args:
@@ -69,6 +70,7 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
       prompts, samples, prompt_len, new_tokens: P, G, Tp, N of the rollout (B = P·G rows).
       microbatches, logprob_chunk: `RLConfig` fields of the update.
       dtype, param_dtype, remat: `ModelConfig` overrides (compute, storage, remat policy).
+      cache_window: the sampler's `SamplingConfig.cache_window` (None: automatic).
 
     Returns: a JSON-able dict: the configuration, compile seconds, XLA's per-device
     `memory_analysis()` fields (bytes) and the analytic parameter / optimizer / KV-cache bytes
@@ -94,7 +96,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
     mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": tensor})
     rule_set = sharding.get_rules(rules)
     sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=new_tokens,
-                                 num_samples=samples, stop_token_ids=(1,), pad_id=0)
+                                 num_samples=samples, stop_token_ids=(1,), pad_id=0,
+                                 cache_window=cache_window)
     rl = step_lib.RLConfig(num_prompts=prompts, microbatches=microbatches,
                            logprob_chunk=logprob_chunk)
     tx = state_lib.make_optimizer(learning_rate=1e-6)
@@ -149,6 +152,7 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
         "mesh": dict(mesh.shape), "rows": b, "prompt_len": prompt_len, "new_tokens": new_tokens,
         "microbatches": microbatches, "logprob_chunk": logprob_chunk, "dtype": dtype,
         "param_dtype": param_dtype, "remat": remat, "params": mc.num_params(),
+        "cache_window": sampling.cache_window_of(sc),
         "compile_s": round(compile_s, 1), "platform": jax.devices()[0].platform,
         **measured,
         "params_bytes": _per_device_bytes(state.params, param_sh),

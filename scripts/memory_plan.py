@@ -45,17 +45,20 @@ def main():
     parser.add_argument("--prompt-len", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=1024)
     parser.add_argument("--remat", default="full")
+    parser.add_argument("--cache-window", type=int, default=-1,
+                        help="the sampler's cache_window (-1: automatic, 0: one phase)")
     parser.add_argument("--out", default=None, help="append raw JSON lines here")
     parser.add_argument("--here", action="store_true",
                         help="one point at depth --layers[0], compiled in this process on its "
                         "own backend (e.g. the GPU cross-check), no extrapolation")
     args = parser.parse_args()
+    window = None if args.cache_window == -1 else args.cache_window
     if args.here:
         print(json.dumps(memory_plan.plan(
             args.preset, rules=args.rules, tensor=args.tensor, n_layers=args.layers[0],
             microbatches=args.microbatches, prompts=args.prompts,
             samples=args.rows // args.prompts, prompt_len=args.prompt_len,
-            new_tokens=args.new_tokens, remat=args.remat)))
+            new_tokens=args.new_tokens, remat=args.remat, cache_window=window)))
         return
     grid = ([(args.preset, args.devices, args.rules, args.tensor, args.microbatches,
               args.prompts)] if args.preset else DEFAULT_GRID)
@@ -68,7 +71,8 @@ def main():
                 r = memory_plan.run_in_subprocess(
                     devices, preset=preset, rules=rules, tensor=tensor, n_layers=n_layers,
                     microbatches=micro, prompts=prompts, samples=args.rows // prompts,
-                    prompt_len=args.prompt_len, new_tokens=args.new_tokens, remat=args.remat)
+                    prompt_len=args.prompt_len, new_tokens=args.new_tokens, remat=args.remat,
+                    cache_window=window)
             except Exception as e:  # noqa: BLE001 - report and go on with the grid.
                 print(f"FAILED {preset} {devices} {rules}: {e}", flush=True)
                 break

@@ -85,6 +85,8 @@ CASES = [
     ("sft-batch", ["--config.sft.batch_size=-8"], None, "sft.batch_size: must be >= 1"),
     ("temperature", ["--config.sampling.temperature=0.0"], None, "sampling.temperature"),
     ("top-p", ["--config.sampling.top_p=1.5"], None, "sampling.top_p"),
+    ("cache-window", ["--config.sampling.cache_window=-2"], None,
+     "sampling.cache_window: must be -1 (automatic), 0 (one phase)"),
     ("advantage", ["--config.rl.advantage=grpoo"], None, "rl.advantage: must be one of"),
     ("aggregation", ["--config.rl.aggregation=mean"], None, "rl.aggregation"),
     ("algorithm", ["--config.rl.algorithm=ppo2"], None, "rl.algorithm: unknown algorithm"),

@@ -134,6 +134,29 @@ def test_phased_cache_window_gives_the_same_greedy_output(tiny_params, tiny_conf
     np.testing.assert_allclose(rollout.logprobs, greedy_rollout.logprobs, atol=1e-6)
 
 
+def test_automatic_cache_window_picks_four_phases_from_128_new_tokens():
+    assert [sampling.auto_cache_window(n) for n in (1, 127, 128, 200, 512, 1024)] == \
+        [0, 0, 32, 64, 128, 256]
+    assert sampling.cache_window_of(SamplingConfig(max_new_tokens=128)) == 32  # None: auto.
+    assert sampling.cache_window_of(SamplingConfig(max_new_tokens=128, cache_window=0)) == 0
+    assert sampling._cache_phases(32, 128, 32) == (64, 96, 128, 159)
+    assert sampling._cache_phases(32, 100, sampling.auto_cache_window(100)) == (131,)
+    assert SamplingConfig(cache_window=np.int64(8)).cache_window == 8
+
+
+def test_automatic_phases_sample_what_one_phase_samples(tiny_params, tiny_config):
+    """At 128 new tokens the default decodes in 4 phases (4 loop bodies): same tokens as
+    one loop over the whole cache, log-probs equal to float32 rounding."""
+    sc = SamplingConfig(temperature=1.0, max_new_tokens=128, num_samples=2)
+    run = lambda c: sampling.jit_generate(tiny_params, PROMPTS, PROMPT_MASK,  # noqa: E731
+                                          jax.random.PRNGKey(3), model_config=tiny_config,
+                                          sampling_config=c)
+    phased, single = run(sc), run(sc.replace(cache_window=0))
+    np.testing.assert_array_equal(phased.tokens, single.tokens)
+    np.testing.assert_array_equal(phased.mask, single.mask)
+    np.testing.assert_allclose(phased.logprobs, single.logprobs, atol=1e-5)
+
+
 def test_stop_token_ends_the_sequence(tiny_params, tiny_config, greedy_rollout, greedy_config):
     free = np.asarray(greedy_rollout.tokens)
     stop = int(free[0, 2])  # Row 0 (prompt 0) must now stop at or before its third token.
@@ -296,7 +319,8 @@ def test_vocab_limit_never_draws_ids_past_it(greedy):
 @pytest.mark.parametrize("kwargs", [dict(temperature=-1.0), dict(temperature=0.0),
                                     dict(num_samples=0), dict(max_new_tokens=0),
                                     dict(top_p=0.0), dict(top_p=1.5), dict(top_k=-2),
-                                    dict(cache_window=-1), dict(stop_token_ids=(-3,)),
+                                    dict(cache_window=-1), dict(cache_window=1.5),
+                                    dict(cache_window=True), dict(stop_token_ids=(-3,)),
                                     dict(max_length=8, max_new_tokens=8),
                                     dict(cache_dtype="notatype"), dict(vocab_limit=-1)])
 def test_bad_sampling_config_raises(kwargs):
@@ -418,8 +442,8 @@ def test_decode_step_bytes_stay_near_their_minimum(tiny_config):
     stacked arrays, transposed K/V copies, a rolled Threefry loop); after issue 18, 776,821
     (minimum 407,808: weights + valid K/V + logits). Fails if it grows past 1.1× that.
     """
-    from rlvr_jax import benchmarks
-    cost = benchmarks.decode_step_cost(tiny_config, prompts=4, samples=2, prompt_len=8,
-                                       new_tokens=24, step=8)
+    from rlvr_jax import decode_cost
+    cost = decode_cost.step_cost(tiny_config, prompts=4, samples=2, prompt_len=8,
+                                 new_tokens=24, step=8)
     assert cost["bytes_accessed"] <= 1.1 * DECODE_STEP_BYTES, cost
     assert cost["bytes_accessed"] <= 2.0 * cost["minimum_bytes"], cost

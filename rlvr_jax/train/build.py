@@ -5,7 +5,7 @@ data sources, the mesh and a `Placer`, the optimizers, the RL state, the held-ou
 and the RL step program (one jitted program with an on-device verifier, else the split
 path). None of them trains.
 """
-from typing import Tuple
+from typing import Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -300,7 +300,14 @@ def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
         temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
         max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,),
         num_samples=config.rl.num_samples, pad_id=tokenizer.pad_id,
+        cache_window=cache_window(config),
         vocab_limit=tokenizer.vocab_size)  # Ids the tokenizer cannot decode: never drawn.
+
+
+def cache_window(config) -> Optional[int]:
+    """`config.sampling.cache_window` as `SamplingConfig` takes it (-1 → None: automatic)."""
+    window = config.sampling.cache_window
+    return None if window == -1 else window
 
 
 def prompts_per_step(config) -> int:

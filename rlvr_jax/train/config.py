@@ -121,6 +121,10 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     c.sampling.max_new_tokens = 16   # N.
     c.sampling.decode_rules = ""     # "": decode with the training layout; or a mesh.rules
     #                                  preset (e.g. "dp": replicated) to re-lay the params out.
+    c.sampling.cache_window = -1     # Decode in phases over a cache growing by this many slots
+    #                                  (reads less of the unfilled cache; one compiled loop per
+    #                                  phase). -1: automatic (4 phases from 128 new tokens on,
+    #                                  sampling.auto_cache_window); 0: one phase.
 
     c.env = ml_collections.ConfigDict()  # Multi-turn episodes with an on-device tool
     #                                  (docs/multiturn.md); needs an on-device verifier.
