@@ -1,4 +1,5 @@
-"""Benchmarks: sampler throughput, policy-update MFU, a whole RL step; one JSON object each.
+"""Benchmarks: sampler throughput, policy-update MFU, a whole RL step, decode bytes, host
+scoring; one JSON object each.
 
     python scripts/benchmark.py sample --preset qwen2.5-0.5b --dtype bfloat16 \
         --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --force-length
@@ -6,6 +7,7 @@
         --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
     python scripts/benchmark.py rl_step --preset qwen2.5-0.5b --dtype bfloat16 \
         --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
+    python scripts/benchmark.py decode_cost   # bytes of a decode step and a rollout (on CPU)
     python scripts/benchmark.py scoring --verifier task|math|math_verify --count 1024 \
         --workers 0 1 2
 

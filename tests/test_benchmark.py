@@ -55,3 +55,16 @@ def test_train_and_rl_step_benchmarks_print_json(capsys):
     step = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert step["generated_tokens"] == 4 * 2 * 16
     assert step["step_s"] >= step["sampling_s"] + step["update_s"] > 0
+
+
+def test_decode_cost_benchmark_prints_the_step_and_the_rollout(capsys):
+    benchmark = _load_benchmark_module()
+    benchmark.main(["decode_cost", "--preset", "tiny", "--prompts", "2", "--samples", "2",
+                    "--prompt-len", "8", "--new-tokens", "24", "--step", "8",
+                    "--cache-window", "8"])
+    cost = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert cost["benchmark"] == "decode_cost" and cost["cache_slots"] == 8 + 24 - 1
+    assert 1 < cost["ratio_gather_rows"] <= cost["ratio"]
+    rollout = cost["rollout"]
+    assert rollout["cache_window"] == 8 and [s for s, _ in rollout["phases"]] == [16, 24, 31]
+    assert rollout["bytes_per_step"] < cost["bytes_accessed"]  # Fewer unfilled slots read.
