@@ -35,42 +35,51 @@ def sample_command(args):
         max_new_tokens=args.new_tokens, num_samples=args.samples, pad_id=0,
         stop_token_ids=() if args.force_length else (args.stop_token,),
         cache_window=_window(args.cache_window))
-    params = transformer.init_params(mc, jax.random.PRNGKey(args.seed))
     shape = (args.prompts, args.prompt_len)
+    abstract = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
+    ids = jax.ShapeDtypeStruct(shape, jnp.int32)
+    start = time.perf_counter()
+    compiled = sampling.jit_generate.lower(abstract, ids, ids,
+                                           jax.ShapeDtypeStruct((2,), jnp.uint32),
+                                           model_config=mc, sampling_config=sc).compile()
+    device = jax.devices()[0]
+    out = {
+        "benchmark": "sample", "preset": args.preset, "dtype": args.dtype,
+        "prompts": args.prompts, "samples": args.samples, "sequences": args.prompts * args.samples,
+        "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
+        "force_length": args.force_length, "cache_window": sampling.cache_window_of(sc),
+        "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
+        "compile_s": time.perf_counter() - start,
+        "device_kind": device.device_kind, "platform": device.platform,
+        "device_count": jax.device_count(), "jax_version": jax.__version__,
+    }
+    if args.compile_only:
+        return out
+    params = transformer.init_params(mc, jax.random.PRNGKey(args.seed))
     tokens = jax.random.randint(jax.random.PRNGKey(args.seed + 1), shape, 1, mc.vocab_size)
     mask = jnp.ones(shape, jnp.int32)
     rng = jax.random.PRNGKey(args.seed + 2)
 
-    run = lambda: sampling.jit_generate(params, tokens, mask, rng, model_config=mc,  # noqa: E731
-                                        sampling_config=sc)
+    run = lambda: compiled(params, tokens, mask, rng)  # noqa: E731
     prefill = jax.jit(lambda p, t, m: transformer.forward(
         p, t, config=mc, attention_mask=m, return_hidden=True,
         cache=transformer.init_cache(mc, args.prompts, args.prompt_len + args.new_tokens - 1))[0])
-    start = time.perf_counter()
-    jax.block_until_ready(run())
-    first_call_s = time.perf_counter() - start  # Compile + one rollout.
     if args.profile_dir:
+        jax.block_until_ready(run())
         with jax.profiler.trace(args.profile_dir):
             jax.block_until_ready(run())
     total_s = _timed(run, args.repeats)
     prefill_s = _timed(lambda: prefill(params, tokens, mask), args.repeats)
     generated = int(jnp.sum(run().lengths))
     steps = max(args.new_tokens - 1, 1)
-    device = jax.devices()[0]
-    return {
-        "benchmark": "sample", "preset": args.preset, "dtype": args.dtype,
-        "prompts": args.prompts, "samples": args.samples, "sequences": args.prompts * args.samples,
-        "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
-        "force_length": args.force_length, "cache_window": sampling.cache_window_of(sc),
-        "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
+    out.update({
         "generated_tokens": generated,
         "tokens_per_s": generated / total_s,
-        "total_s": total_s, "first_call_s": first_call_s,
+        "total_s": total_s,
         "prefill_ms": 1e3 * prefill_s,
         "decode_step_ms": 1e3 * max(total_s - prefill_s, 0.0) / steps,
-        "device_kind": device.device_kind, "platform": device.platform,
-        "device_count": jax.device_count(), "jax_version": jax.__version__,
-    }
+    })
+    return out
 
 
 def add_sample_parser(subparsers):
@@ -93,12 +102,20 @@ def add_sample_parser(subparsers):
     p.add_argument("--repeats", type=int, default=3, help="timed runs (median) after a warm-up")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile-dir", default=None, help="write a jax.profiler trace here")
+    p.add_argument("--compile-only", action="store_true",
+                   help="only compile (abstract inputs, nothing allocated) and report compile_s")
     p.set_defaults(func=sample_command)
 
 
 BENCH_SHAPE = dict(family="qwen2", vocab_size=8192, d_model=256, n_layers=4, n_heads=4,
                    n_kv_heads=2, head_dim=64, d_ff=1024, rope_theta=1e6, norm_eps=1e-6,
                    qkv_bias=True, tie_embeddings=True)  # The peer A/B bench model (6.03M params).
+
+
+def decode_step_cost(*args, **kwargs):
+    """Moved to `rlvr_jax.decode_cost.step_cost` (same arguments and result)."""
+    from rlvr_jax import decode_cost
+    return decode_cost.step_cost(*args, **kwargs)
 
 
 def decode_cost_command(args):

@@ -16,6 +16,7 @@ result therefore has both `bytes_accessed` (the pinned cost model) and `bytes_ga
 (the same with each fused gather's table charged for the rows it gathers,
 `fused_gather_overcount`); the ratios use them as named.
 """
+import functools
 import re
 from typing import Dict, Optional
 
@@ -35,11 +36,16 @@ def _array_bytes(text: str) -> int:
     return size
 
 
+_UNARY = ("convert", "bitcast", "copy", "reshape")
+
+
 def fused_gather_overcount(hlo_text: str) -> int:
-    """Bytes the pinned cost model over-charges for gathers inside fusions of the entry
-    computation of an optimised HLO module (`compiled.as_text()`): for each fused gather
-    whose operand 0 is a parameter of the fused computation used by nothing else, that
-    parameter's bytes minus the gather's output bytes."""
+    """Bytes the pinned CPU cost model over-charges for gathers inside the fusions that the
+    entry computation of an optimised HLO module (`compiled.as_text()`) calls: for each fused
+    gather whose operand 0 is a fusion parameter (possibly through converts, bitcasts, copies
+    or reshapes) used by nothing else, that parameter's bytes minus the gathered rows' bytes
+    (the gather's elements at the parameter's element size). Gathers elsewhere (while
+    bodies, nested fusions) are not corrected."""
     computations = {}
     for block in re.split(r"\n(?=\S)", hlo_text):
         header = re.match(r"(ENTRY )?%(\S+) \((.*?)\) -> .*{", block)
@@ -52,24 +58,66 @@ def fused_gather_overcount(hlo_text: str) -> int:
     over = 0
     for name in called:
         params, body = computations.get(name, ("", ""))
-        param_bytes = {p: _array_bytes(shape) for p, shape in
-                       re.findall(r"([\w.\-]+): (\w+\[[\d,]*\])", params)}
-        for out, table in re.findall(r"= (\S+) gather\(%([\w.\-]+),", body):
-            uses = len(re.findall(rf"%{re.escape(table)}\b(?!\s*=)", body))
-            if table in param_bytes and uses == 1:
-                over += max(param_bytes[table] - _array_bytes(out), 0)
+        shapes = dict(re.findall(r"([\w.\-]+): (\w+\[[\d,]*\])", params))
+        producers = dict(re.findall(r"%([\w.\-]+) = \S+ (?:" + "|".join(_UNARY) +
+                                    r")\(%([\w.\-]+)\)", body))
+        uses = lambda v: len(re.findall(rf"%{re.escape(v)}\b(?!\s*=)", body))  # noqa: E731
+        for out, operand in re.findall(r"= (\S+) gather\(%([\w.\-]+),", body):
+            chain = [operand]
+            while chain[-1] in producers and len(chain) < 8:
+                chain.append(producers[chain[-1]])
+            table = chain[-1]
+            if table in shapes and all(uses(v) == 1 for v in chain):
+                table_bytes = _array_bytes(shapes[table])
+                table_elements = table_bytes // _DTYPE_BYTES[shapes[table].split("[")[0]]
+                rows = _array_bytes(out) // _DTYPE_BYTES[out.split("[")[0]]
+                over += max(table_bytes - table_bytes * rows // max(table_elements, 1), 0)
     return over
 
 
-def _compiled_step(mc, rows: int, new_tokens: int, slots: int):
-    """`sampling.decode_step` compiled for abstract inputs (rows, a cache of `slots` slots)."""
+@functools.lru_cache(maxsize=None)
+def cost_model_overcharges_fused_gathers() -> bool:
+    """Whether this backend's cost model charges a bare embedding lookup fused with its
+    consumer as a read of the whole table (the pinned jaxlib's CPU model does; a model that
+    charges the gathered rows needs no correction)."""
+    import jax
+    import jax.numpy as jnp
+    table = jax.ShapeDtypeStruct((4096, 64), jnp.float32)
+    ids = jax.ShapeDtypeStruct((16, 1), jnp.int32)
+    compiled = jax.jit(lambda t, i: jnp.sin(jnp.take(t, i, axis=0)).sum(-1)).lower(
+        table, ids).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return float(cost["bytes accessed"]) > 4096 * 64 * 4 / 2
+
+
+def _abstract_params(mc):
+    """(params, prepared) as abstract arrays (nothing allocated)."""
+    import jax
+    from rlvr_jax.models import decoding, transformer
+    params = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
+    return params, jax.eval_shape(lambda p: decoding.prepare_params(p, mc), params)
+
+
+def _cost(compiled) -> Dict[str, float]:
+    """{"flops", "bytes_accessed", "bytes_gather_rows"} of a compiled program."""
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    accessed = float(cost["bytes accessed"])
+    over = (fused_gather_overcount(compiled.as_text())
+            if cost_model_overcharges_fused_gathers() else 0)
+    return {"flops": float(cost.get("flops", 0.0)), "bytes_accessed": accessed,
+            "bytes_gather_rows": accessed - over}
+
+
+def _step(mc, rows: int, new_tokens: int, slots: int) -> Dict[str, float]:
+    """The cost of `sampling.decode_step` for `rows` rows and a cache of `slots` slots."""
     import jax
     import jax.numpy as jnp
     from rlvr_jax import sampling
-    from rlvr_jax.models import decoding, transformer
+    from rlvr_jax.models import decoding
     sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, num_samples=1)
-    params = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
-    prepared = jax.eval_shape(lambda p: decoding.prepare_params(p, mc), params)
+    _, prepared = _abstract_params(mc)
     cache = jax.eval_shape(lambda: decoding.init_cache(mc, rows, slots))
     vec = lambda dtype: jax.ShapeDtypeStruct((rows,), dtype)  # noqa: E731
     cols = lambda dtype: jax.ShapeDtypeStruct((rows, new_tokens), dtype)  # noqa: E731
@@ -77,25 +125,30 @@ def _compiled_step(mc, rows: int, new_tokens: int, slots: int):
              cols(jnp.int32), cols(jnp.float32), cols(jnp.int32))
     fn = jax.jit(lambda p, s, k: sampling.decode_step(p, s, k, model_config=mc,
                                                       sampling_config=sc), donate_argnums=(1,))
-    return fn.lower(prepared, state, jax.ShapeDtypeStruct((2,), jnp.uint32)).compile(), params
+    return _cost(fn.lower(prepared, state, jax.ShapeDtypeStruct((2,), jnp.uint32)).compile())
 
 
-def _measure(mc, rows: int, new_tokens: int, slots: int) -> Dict[str, float]:
-    compiled, params = _compiled_step(mc, rows, new_tokens, slots)
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost
-    bytes_accessed = float(cost["bytes accessed"])
-    return {"flops": float(cost["flops"]), "bytes_accessed": bytes_accessed,
-            "bytes_gather_rows": bytes_accessed - fused_gather_overcount(compiled.as_text()),
-            "params": params}
+def _resize(mc, rows: int, slots: int, size: int, repeats: int) -> float:
+    """Bytes of `decoding.resize_cache` from `rows` rows × `slots` slots to `size` slots."""
+    import jax
+    from rlvr_jax.models import decoding
+    cache = jax.eval_shape(lambda: decoding.init_cache(mc, rows, slots))
+    fn = jax.jit(lambda c: decoding.resize_cache(c, size, repeats=repeats))
+    return _cost(fn.lower(cache).compile())["bytes_accessed"]
 
 
-def _minimum_parts(mc, params, rows: int):
-    """(weights bytes, K/V bytes per slot, logits bytes written and read)."""
+def _minimum_parts(mc, rows: int):
+    """(bytes of the weights a decode step reads, K/V bytes per slot, logits bytes written
+    and read). The weights are the prepared (compute-dtype) ones; of the embedding table
+    the lookup reads only its `rows` rows (a tied head is counted as the head)."""
     import jax
     import numpy as np
-    weights = sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
-                  for x in jax.tree.leaves(params))
+    _, prepared = _abstract_params(mc)
+    nbytes = lambda tree: sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize  # noqa: E731
+                              for x in jax.tree.leaves(tree))
+    embed = prepared["embed"]
+    weights = (nbytes({k: v for k, v in prepared.items() if k != "embed"})
+               + rows * embed.shape[1] * np.dtype(embed.dtype).itemsize)
     kv_slot = mc.n_layers * 2 * mc.n_kv_heads * mc.head_dim * rows * mc.compute_dtype.itemsize
     return weights, kv_slot, 2 * rows * mc.vocab_size * 4
 
@@ -111,8 +164,8 @@ def step_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int, 
     """
     rows = prompts * samples
     slots = cache_slots or prompt_len + new_tokens - 1
-    m = _measure(mc, rows, new_tokens, slots)
-    weights, kv_slot, logits = _minimum_parts(mc, m.pop("params"), rows)
+    m = _step(mc, rows, new_tokens, slots)
+    weights, kv_slot, logits = _minimum_parts(mc, rows)
     minimum = weights + kv_slot * (prompt_len + step) + kv_slot + logits
     return dict(m, minimum_bytes=minimum, ratio=m["bytes_accessed"] / minimum,
                 ratio_gather_rows=m["bytes_gather_rows"] / minimum, weights_bytes=weights,
@@ -124,31 +177,38 @@ def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: in
                  cache_window: Optional[int] = None) -> Dict[str, float]:
     """Every decode step of a rollout that generates all N tokens (steps 1 … N - 1), with
     the sampler's cache phases for `cache_window` (None: `sampling.auto_cache_window`):
-    one compile per phase, its step's bytes counted once per step it runs.
+    one compile per phase, its step's bytes counted once per step it runs, plus the cache
+    copies into each phase's cache (`decoding.resize_cache`, the first from the P prompts'
+    prefill cache, repeated G times).
 
     Returns {"cache_window", "phases" [(cache slots, steps)], "bytes_accessed",
-    "bytes_gather_rows", "minimum_bytes" (summed over the steps), "ratio",
-    "ratio_gather_rows", "bytes_per_step", "minimum_per_step"}.
+    "bytes_gather_rows", "resize_bytes" (included in both), "minimum_bytes" (summed over
+    the steps), "ratio", "ratio_gather_rows", "bytes_per_step", "minimum_per_step"}.
     """
     from rlvr_jax import sampling
     sc = sampling.SamplingConfig(max_new_tokens=new_tokens, cache_window=cache_window)
     window = sampling.cache_window_of(sc)
-    rows, total, rows_total, minimum, start, phases = prompts * samples, 0.0, 0.0, 0.0, 1, []
+    rows = prompts * samples
+    weights, kv_slot, logits = _minimum_parts(mc, rows)
+    steps_total, rows_total, minimum, resize, start, phases = 0.0, 0.0, 0.0, 0.0, 1, []
+    slots, cache_rows = prompt_len, prompts  # The prefill cache.
     for size in sampling._cache_phases(prompt_len, new_tokens, window):
         limit = min(new_tokens, size - prompt_len + 1)  # As `generate`: steps t < limit.
+        resize += _resize(mc, cache_rows, slots, size, repeats=rows // cache_rows)
+        slots, cache_rows = size, rows
         if limit <= start:
             continue
-        m = _measure(mc, rows, new_tokens, size)
-        weights, kv_slot, logits = _minimum_parts(mc, m.pop("params"), rows)
+        m = _step(mc, rows, new_tokens, size)
         steps = limit - start
-        total += steps * m["bytes_accessed"]
+        steps_total += steps * m["bytes_accessed"]
         rows_total += steps * m["bytes_gather_rows"]
         minimum += sum(weights + kv_slot * (prompt_len + t + 1) + logits
                        for t in range(start, limit))
         phases.append((size, steps))
         start = limit
+    total, rows_total = steps_total + resize, rows_total + resize
     n_steps = max(sum(s for _, s in phases), 1)
     return {"cache_window": window, "phases": phases, "bytes_accessed": total,
-            "bytes_gather_rows": rows_total, "minimum_bytes": minimum,
+            "bytes_gather_rows": rows_total, "resize_bytes": resize, "minimum_bytes": minimum,
             "ratio": total / minimum, "ratio_gather_rows": rows_total / minimum,
             "bytes_per_step": total / n_steps, "minimum_per_step": minimum / n_steps}

@@ -10,7 +10,8 @@ import jax
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE_KEYS = {"benchmark", "preset", "dtype", "prompts", "samples", "sequences", "prompt_len",
                "new_tokens", "force_length", "generated_tokens", "tokens_per_s", "total_s",
-               "prefill_ms", "decode_step_ms", "device_kind", "platform", "jax_version"}
+               "prefill_ms", "decode_step_ms", "device_kind", "platform", "jax_version", "compile_s",
+               "cache_window"}
 
 
 def test_sample_benchmark_prints_json():

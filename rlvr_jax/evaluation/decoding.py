@@ -27,7 +27,8 @@ def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, 
                    num_samples: int, greedy: bool = False, temperature: float = 1.0,
                    top_p: float = 1.0, max_new_tokens: int, batch_size: int,
                    buckets: Optional[Sequence[int]] = sampling.DEFAULT_BUCKETS,
-                   env=None, answers=None, tools=None, examples=None) -> List[List[str]]:
+                   env=None, answers=None, tools=None, examples=None,
+                   cache_window: Optional[int] = None) -> List[List[str]]:
     """Completions `[P][num_samples]` (texts up to the stop token) from `rlvr_jax.sampling.sample`,
     `batch_size` prompts per call with key `fold_in(rng, call)`; the last batch is padded with
     copies of its last prompt (one compiled shape) and the copies are dropped. `buckets`: the
@@ -36,11 +37,13 @@ def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, 
     env: a `multiturn.DeviceEnv`: multi-turn episodes (`multiturn.sample_episodes`, at the
     prompts' own width; `answers` [P] int32 reach `env.reset`, default 0; a host environment
     plays with `tools` and its `examples` [P]), and the texts are the model's own tokens
-    (observations left out), as the verifiers score them."""
+    (observations left out), as the verifiers score them. cache_window: the sampler's
+    `SamplingConfig.cache_window` (None: automatic)."""
     config = sampling.SamplingConfig(greedy=greedy, temperature=temperature, top_p=top_p,
                                      max_new_tokens=max_new_tokens, num_samples=num_samples,
                                      stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id,
-                                     vocab_limit=tokenizer.vocab_size)
+                                     vocab_limit=tokenizer.vocab_size,
+                                     cache_window=cache_window)
     p = len(prompt_tokens)
     out: List[List[str]] = []
     answers = np.zeros((p,), np.int32) if answers is None else np.asarray(answers, np.int32)

@@ -1,6 +1,6 @@
 """The evaluator the training loop calls: greedy pass@1 (and sampled pass@k / maj@k /
 CoT-pass@k) on a fixed set of held-out prompts, as `eval/...` metrics."""
-from typing import Dict
+from typing import Dict, Optional
 
 import jax
 import numpy as np
@@ -26,11 +26,13 @@ class Evaluator:
       env: a multi-turn environment: the prompts are played as episodes and the model's own
         tokens scored (the examples' integer answers reach `env.reset`); tools: a host
         environment's `multiturn.HostTools`.
+      cache_window: the sampler's `SamplingConfig.cache_window` (None: automatic).
     """
 
     def __init__(self, model_config: ModelConfig, tokenizer, prompt_tokens, prompt_mask,
                  data: EvalData, *, max_new_tokens: int, batch_size: int, k: int = 1,
-                 temperature: float = 1.0, env=None, tools=None):
+                 temperature: float = 1.0, env=None, tools=None,
+                 cache_window: Optional[int] = None):
         if len(data.examples) != len(prompt_tokens) or len(data.examples) % batch_size:
             raise ValueError(f"{len(data.examples)} eval prompts must be a multiple of the "
                              f"eval batch size {batch_size}")
@@ -38,6 +40,7 @@ class Evaluator:
         self.prompt_tokens, self.prompt_mask = np.asarray(prompt_tokens), np.asarray(prompt_mask)
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
         self.k, self.temperature, self.env, self.tools = k, temperature, env, tools
+        self.cache_window = cache_window
         self.answers = np.array([ex.answer_value or 0 for ex in data.examples], np.int32)
 
     def _scores(self, params, rng, *, num_samples: int, greedy: bool):
@@ -46,7 +49,8 @@ class Evaluator:
                                temperature=1.0 if greedy else self.temperature,
                                max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
                                buckets=None, env=self.env, answers=self.answers,
-                               tools=self.tools, examples=self.data.examples)
+                               tools=self.tools, examples=self.data.examples,
+                               cache_window=self.cache_window)
         return report.score(texts, self.data)
 
     def __call__(self, params, rng) -> Dict[str, float]:

@@ -279,7 +279,8 @@ def build_evaluator(config, model_config, tokenizer, test_source,
                                 prompt_mask(pb.lengths, config.data.max_prompt_len), data,
                                 max_new_tokens=config.sampling.max_new_tokens,
                                 batch_size=batch_size, k=config.eval.k,
-                                temperature=config.eval.temperature, env=env, tools=tools)
+                                temperature=config.eval.temperature, env=env, tools=tools,
+                                cache_window=cache_window(config))
 
 
 def eval_sizes(config, test_source) -> Tuple[int, int]:
