@@ -417,16 +417,19 @@ def test_rollout_is_a_pytree():
     assert tokens.shape == (b, tp + n) and mask.shape == (b, tp + n)
 
 
+@pytest.mark.parametrize("window", [0, 3])
 def test_batch_sharded_over_a_mesh_gives_the_same_rollout(tiny_params, tiny_config,
-                                                          greedy_rollout, greedy_config):
-    """Prompts sharded over a 3-device data axis (the caller's shardings), params replicated."""
+                                                          greedy_rollout, greedy_config, window):
+    """Prompts sharded over a 3-device data axis (the caller's shardings), params replicated;
+    one phase, and phases whose cache copies run on the sharded batch."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as PS
     mesh = Mesh(np.array(jax.devices()[:3]), ("data",))
     batch = NamedSharding(mesh, PS("data"))
     replicated = NamedSharding(mesh, PS())
+    sc = greedy_config.replace(cache_window=window)
     run = jax.jit(
         lambda p, t, m, r: sampling.generate(p, t, m, r, model_config=tiny_config,
-                                             sampling_config=greedy_config),
+                                             sampling_config=sc),
         in_shardings=(replicated, batch, batch, replicated), out_shardings=batch)
     rollout = run(tiny_params, PROMPTS, PROMPT_MASK, jax.random.PRNGKey(0))
     assert rollout.tokens.sharding.spec == PS("data")
