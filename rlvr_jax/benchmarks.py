@@ -142,6 +142,9 @@ def _model_config(preset: str, dtype: str):
 
 def _window(flag: int):
     """`--cache-window` (-1: automatic) as `SamplingConfig.cache_window` takes it."""
+    if flag < -1:
+        raise ValueError(f"--cache-window must be -1 (automatic), 0 (one phase) or a number "
+                         f"of slots > 0, got {flag}")
     return None if flag == -1 else flag
 
 
