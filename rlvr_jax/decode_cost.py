@@ -4,17 +4,18 @@
     roll = rollout_cost(mc, prompts=8, samples=4, prompt_len=32, new_tokens=128)
     roll["ratio"]   # bytes of every decode step of the rollout / their minimum
 
-The minimum of a decode step: the weights once, the valid K/V, one new K/V slot, and the
+The minimum of a decode step: the weights it reads, once (the prepared compute-dtype weights;
+of the embedding table only the looked-up rows), the valid K/V, one new K/V slot, and the
 [B, V] float32 logits written and read. The compiled program is the sampler's own decode-loop
 body (`sampling.decode_step`, layers unrolled, so every layer counts), its state donated.
 
-Fused gathers. XLA's CPU cost model in the pinned jaxlib charges a gather fused into a loop
-fusion as a read of its WHOLE operand: the embedding lookup of B tokens counts as a read of
-the [V, D] table. Upstream XLA's `HloCostAnalysis::HandleGather` now sets the operand's
-utilisation to the gathered fraction, which makes the fused gather read its rows only. Every
-result therefore has both `bytes_accessed` (the pinned cost model) and `bytes_gather_rows`
-(the same with each fused gather's table charged for the rows it gathers,
-`fused_gather_overcount`); the ratios use them as named.
+Fused gathers. The pinned jaxlib's CPU cost model charges a gather fused into a loop fusion as
+a read of its WHOLE operand: the embedding lookup of B tokens counts as a read of the [V, D]
+table. XLA's GPU cost model charges a fused operand by its utilisation, which
+`HloCostAnalysis::HandleGather` sets to the gathered fraction. Every result therefore has both
+`bytes_accessed` (the backend's cost model) and `bytes_gather_rows` (the same with each fused
+gather's table charged for the rows it gathers, `fused_gather_overcount`; applied only where
+`cost_model_overcharges_fused_gathers` finds the overcharge); the ratios use them as named.
 """
 import functools
 import re
