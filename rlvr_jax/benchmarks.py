@@ -34,7 +34,7 @@ def sample_command(args):
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, greedy=args.greedy,
         max_new_tokens=args.new_tokens, num_samples=args.samples, pad_id=0,
         stop_token_ids=() if args.force_length else (args.stop_token,),
-        cache_window=_window(args.cache_window))
+        cache_window=_window_flag(args.cache_window))
     shape = (args.prompts, args.prompt_len)
     abstract = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
     ids = jax.ShapeDtypeStruct(shape, jnp.int32)
@@ -42,16 +42,13 @@ def sample_command(args):
     compiled = sampling.jit_generate.lower(abstract, ids, ids,
                                            jax.ShapeDtypeStruct((2,), jnp.uint32),
                                            model_config=mc, sampling_config=sc).compile()
-    device = jax.devices()[0]
     out = {
         "benchmark": "sample", "preset": args.preset, "dtype": args.dtype,
         "prompts": args.prompts, "samples": args.samples, "sequences": args.prompts * args.samples,
         "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
         "force_length": args.force_length, "cache_window": sampling.cache_window_of(sc),
         "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
-        "compile_s": time.perf_counter() - start,
-        "device_kind": device.device_kind, "platform": device.platform,
-        "device_count": jax.device_count(), "jax_version": jax.__version__,
+        "compile_s": time.perf_counter() - start, **_device_info(),
     }
     if args.compile_only:
         return out
@@ -126,9 +123,18 @@ def decode_cost_command(args):
     shape = (args.prompts, args.samples, args.prompt_len, args.new_tokens)
     out = {"benchmark": "decode_cost", "preset": args.preset, "dtype": args.dtype}
     out.update(decode_cost.step_cost(mc, *shape, args.step, args.cache_slots))
-    out["rollout"] = decode_cost.rollout_cost(mc, *shape, _window(args.cache_window))
+    out["rollout"] = decode_cost.rollout_cost(mc, *shape, _window_flag(args.cache_window))
     out.update(_device_info())
     return out
+
+
+def _window_flag(flag: int):
+    """`--cache-window` as `SamplingConfig.cache_window` takes it (-1: automatic)."""
+    from rlvr_jax import sampling
+    try:
+        return sampling.cache_window_setting(flag)
+    except ValueError as e:
+        raise ValueError(f"--cache-window {e}") from None
 
 
 def _model_config(preset: str, dtype: str):
@@ -138,14 +144,6 @@ def _model_config(preset: str, dtype: str):
     if preset == "bench":
         return ModelConfig(**BENCH_SHAPE, dtype=dtype, param_dtype=dtype)
     return presets.get(preset, dtype=dtype, param_dtype=dtype)
-
-
-def _window(flag: int):
-    """`--cache-window` (-1: automatic) as `SamplingConfig.cache_window` takes it."""
-    if flag < -1:
-        raise ValueError(f"--cache-window must be -1 (automatic), 0 (one phase) or a number "
-                         f"of slots > 0, got {flag}")
-    return None if flag == -1 else flag
 
 
 def add_decode_cost_parser(subparsers):

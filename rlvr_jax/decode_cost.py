@@ -92,12 +92,12 @@ def cost_model_overcharges_fused_gathers() -> bool:
     return float(cost["bytes accessed"]) > 4096 * 64 * 4 / 2
 
 
-def _abstract_params(mc):
-    """(params, prepared) as abstract arrays (nothing allocated)."""
+def _prepared(mc):
+    """`decoding.prepare_params` of the model's parameters, as abstract arrays."""
     import jax
     from rlvr_jax.models import decoding, transformer
     params = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
-    return params, jax.eval_shape(lambda p: decoding.prepare_params(p, mc), params)
+    return jax.eval_shape(lambda p: decoding.prepare_params(p, mc), params)
 
 
 def _cost(compiled) -> Dict[str, float]:
@@ -111,14 +111,13 @@ def _cost(compiled) -> Dict[str, float]:
             "bytes_gather_rows": accessed - over}
 
 
-def _step(mc, rows: int, new_tokens: int, slots: int) -> Dict[str, float]:
+def _step(mc, prepared, rows: int, new_tokens: int, slots: int) -> Dict[str, float]:
     """The cost of `sampling.decode_step` for `rows` rows and a cache of `slots` slots."""
     import jax
     import jax.numpy as jnp
     from rlvr_jax import sampling
     from rlvr_jax.models import decoding
     sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, num_samples=1)
-    _, prepared = _abstract_params(mc)
     cache = jax.eval_shape(lambda: decoding.init_cache(mc, rows, slots))
     vec = lambda dtype: jax.ShapeDtypeStruct((rows,), dtype)  # noqa: E731
     cols = lambda dtype: jax.ShapeDtypeStruct((rows, new_tokens), dtype)  # noqa: E731
@@ -138,13 +137,12 @@ def _resize(mc, rows: int, slots: int, size: int, repeats: int) -> float:
     return _cost(fn.lower(cache).compile())["bytes_accessed"]
 
 
-def _minimum_parts(mc, rows: int):
+def _minimum_parts(mc, prepared, rows: int):
     """(bytes of the weights a decode step reads, K/V bytes per slot, logits bytes written
     and read). The weights are the prepared (compute-dtype) ones; of the embedding table
     the lookup reads only its `rows` rows (a tied head is counted as the head)."""
     import jax
     import numpy as np
-    _, prepared = _abstract_params(mc)
     nbytes = lambda tree: sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize  # noqa: E731
                               for x in jax.tree.leaves(tree))
     embed = prepared["embed"]
@@ -165,8 +163,9 @@ def step_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int, 
     """
     rows = prompts * samples
     slots = cache_slots or prompt_len + new_tokens - 1
-    m = _step(mc, rows, new_tokens, slots)
-    weights, kv_slot, logits = _minimum_parts(mc, rows)
+    prepared = _prepared(mc)
+    m = _step(mc, prepared, rows, new_tokens, slots)
+    weights, kv_slot, logits = _minimum_parts(mc, prepared, rows)
     minimum = weights + kv_slot * (prompt_len + step) + kv_slot + logits
     return dict(m, minimum_bytes=minimum, ratio=m["bytes_accessed"] / minimum,
                 ratio_gather_rows=m["bytes_gather_rows"] / minimum, weights_bytes=weights,
@@ -190,7 +189,8 @@ def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: in
     sc = sampling.SamplingConfig(max_new_tokens=new_tokens, cache_window=cache_window)
     window = sampling.cache_window_of(sc)
     rows = prompts * samples
-    weights, kv_slot, logits = _minimum_parts(mc, rows)
+    prepared = _prepared(mc)
+    weights, kv_slot, logits = _minimum_parts(mc, prepared, rows)
     steps_total, rows_total, minimum, resize, start, phases = 0.0, 0.0, 0.0, 0.0, 1, []
     slots, cache_rows = prompt_len, prompts  # The prefill cache.
     for size in sampling._cache_phases(prompt_len, new_tokens, window):
@@ -199,7 +199,7 @@ def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: in
         slots, cache_rows = size, rows
         if limit <= start:
             continue
-        m = _step(mc, rows, new_tokens, size)
+        m = _step(mc, prepared, rows, new_tokens, size)
         steps = limit - start
         steps_total += steps * m["bytes_accessed"]
         rows_total += steps * m["bytes_gather_rows"]

@@ -289,6 +289,16 @@ def auto_cache_window(max_new_tokens: int) -> int:
     return -(-(max_new_tokens - 1) // 4)
 
 
+def cache_window_setting(value: int) -> Optional[int]:
+    """An int `cache_window` setting as configs and command lines write it (-1: automatic,
+    0: one phase, W > 0: phases of W slots) as `SamplingConfig` takes it (-1 -> None);
+    raises ValueError below -1."""
+    if value < -1:
+        raise ValueError(f"must be -1 (automatic), 0 (one phase) or a number of slots > 0, "
+                         f"got {value}")
+    return None if value == -1 else value
+
+
 def cache_window_of(sc: "SamplingConfig") -> int:
     """The phase width `generate` uses: `sc.cache_window`, or the automatic one if None."""
     return auto_cache_window(sc.max_new_tokens) if sc.cache_window is None else sc.cache_window

@@ -52,10 +52,11 @@ def main():
                         help="one point at depth --layers[0], compiled in this process on its "
                         "own backend (e.g. the GPU cross-check), no extrapolation")
     args = parser.parse_args()
-    if args.cache_window < -1:
-        parser.error(f"--cache-window must be -1 (automatic), 0 (one phase) or a number of "
-                     f"slots > 0, got {args.cache_window}")
-    window = None if args.cache_window == -1 else args.cache_window
+    from rlvr_jax.sampling import cache_window_setting  # Imports jax: after parsing.
+    try:
+        window = cache_window_setting(args.cache_window)
+    except ValueError as e:
+        parser.error(f"--cache-window {e}")
     if args.here:
         print(json.dumps(memory_plan.plan(
             args.preset, rules=args.rules, tensor=args.tensor, n_layers=args.layers[0],

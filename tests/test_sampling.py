@@ -146,6 +146,9 @@ def test_automatic_cache_window_picks_four_phases_from_128_new_tokens():
     assert sampling._cache_phases(32, 128, 32) == (64, 96, 128, 159)
     assert sampling._cache_phases(32, 100, sampling.auto_cache_window(100)) == (131,)
     assert SamplingConfig(cache_window=np.int64(8)).cache_window == 8
+    assert [sampling.cache_window_setting(v) for v in (-1, 0, 8)] == [None, 0, 8]  # Configs.
+    with pytest.raises(ValueError, match="must be -1"):
+        sampling.cache_window_setting(-2)
 
 
 def test_automatic_phases_sample_what_one_phase_samples(tiny_params, tiny_config):

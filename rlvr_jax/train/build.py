@@ -5,7 +5,7 @@ data sources, the mesh and a `Placer`, the optimizers, the RL state, the held-ou
 and the RL step program (one jitted program with an on-device verifier, else the split
 path). None of them trains.
 """
-from typing import Optional, Tuple
+from typing import Tuple
 
 import jax
 import jax.numpy as jnp
@@ -280,7 +280,8 @@ def build_evaluator(config, model_config, tokenizer, test_source,
                                 max_new_tokens=config.sampling.max_new_tokens,
                                 batch_size=batch_size, k=config.eval.k,
                                 temperature=config.eval.temperature, env=env, tools=tools,
-                                cache_window=cache_window(config))
+                                cache_window=sampling.cache_window_setting(
+                                    config.sampling.cache_window))
 
 
 def eval_sizes(config, test_source) -> Tuple[int, int]:
@@ -301,14 +302,8 @@ def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
         temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
         max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,),
         num_samples=config.rl.num_samples, pad_id=tokenizer.pad_id,
-        cache_window=cache_window(config),
+        cache_window=sampling.cache_window_setting(s.cache_window),
         vocab_limit=tokenizer.vocab_size)  # Ids the tokenizer cannot decode: never drawn.
-
-
-def cache_window(config) -> Optional[int]:
-    """`config.sampling.cache_window` as `SamplingConfig` takes it (-1 → None: automatic)."""
-    window = config.sampling.cache_window
-    return None if window == -1 else window
 
 
 def prompts_per_step(config) -> int:

@@ -198,9 +198,10 @@ def _check_sampling(config) -> None:
                                 num_samples=config.rl.num_samples)
     except ValueError as e:
         raise _field_error(e, "sampling", num_samples="rl.num_samples") from e
-    if s.cache_window < -1:
-        _fail("sampling.cache_window", f"must be -1 (automatic), 0 (one phase) or a number of "
-              f"slots > 0, got {s.cache_window}")
+    try:
+        sampling.cache_window_setting(s.cache_window)
+    except ValueError as e:
+        _fail("sampling.cache_window", str(e))
     if s.decode_rules and s.decode_rules not in sharding.RULE_PRESETS:
         _fail("sampling.decode_rules", f"unknown rules preset {s.decode_rules!r}; known: "
               f"{', '.join(sorted(sharding.RULE_PRESETS))} (or \"\")")
