@@ -47,6 +47,32 @@ def gradient_chain(cfg, length: int, tokens: int) -> int:
     return 2 * forward_chain(cfg, length) + tokens
 
 
+def assert_forward_close(got, want, cfg, length: int, *, extra: int = 0, magnitude=None):
+    """Outputs of a decoder forward pass (logits, log-probs, K/V) computed in two orders
+    (cache vs full, padded vs compact, sharded vs one device): |got − want| ≤
+    reorder_atol(forward_chain(cfg, length) + extra, magnitude), magnitude = max|want| unless
+    given (the outputs stand for the size of the terms they sum; the linear γ_n leaves a factor
+    √n for cancellation, against the √n growth of independent rounding errors)."""
+    want = np.asarray(want, np.float64)
+    if magnitude is None:
+        magnitude = float(np.max(np.abs(want), initial=0.0))
+    atol = reorder_atol(forward_chain(cfg, length) + extra, magnitude)
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=0, atol=atol)
+    return atol
+
+
+def assert_is_argmax(tokens, logits, atol):
+    """Each of `tokens` [...] maximises its row of `logits` [..., V] within 2·`atol`: the
+    greedy choice of another evaluation of the same logits, each entry within `atol` of these
+    (an exact tie-break cannot be asked of two orders when the top two are that close)."""
+    logits = np.asarray(logits, np.float64)
+    chosen = np.take_along_axis(logits, np.asarray(tokens)[..., None], -1)[..., 0]
+    short = np.max(logits, -1) - chosen
+    assert np.all(short <= 2 * atol), (
+        f"a chosen token is {float(np.max(short)):.3g} below its row's maximum "
+        f"(allowed {2 * atol:.3g})")
+
+
 def assert_trees_reorder_close(a, b, chain: int):
     """Leaf-wise |a − b| ≤ reorder_atol(chain, max|leaf|): the same float32 computation in two
     orders (the leaf's largest entry stands for the size of the terms that were summed)."""

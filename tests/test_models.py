@@ -9,6 +9,8 @@ import pytest
 from rlvr_jax import models
 from rlvr_jax.models import presets, transformer
 
+import numerics
+
 
 def _left_padded_batch(rng, vocab, lengths, total):
     tokens = np.zeros((len(lengths), total), np.int32)
@@ -59,7 +61,7 @@ def test_padding_does_not_change_real_token_logits(tiny_config, tiny_params):
     padded_mask = jnp.concatenate([jnp.zeros((1, 3), jnp.int32), mask], axis=1)
     full = models.jit_forward(tiny_params, tokens, mask, config=tiny_config)
     left = models.jit_forward(tiny_params, padded, padded_mask, config=tiny_config)
-    np.testing.assert_allclose(left[:, 3:], full, atol=1e-5, rtol=1e-5)
+    numerics.assert_forward_close(left[:, 3:], full, tiny_config, 10)
     assert np.isfinite(np.asarray(left)).all()
 
 
@@ -86,7 +88,8 @@ def test_kv_cache_decoding_reproduces_full_forward(tiny_config, tiny_params):
         got.append(logits)
     got = jnp.concatenate(got, axis=1)
     real = np.asarray(mask, bool)
-    np.testing.assert_allclose(np.asarray(got)[real], np.asarray(full)[real], atol=2e-5, rtol=1e-5)
+    numerics.assert_forward_close(np.asarray(got)[real], np.asarray(full)[real], tiny_config,
+                                  prompt_len + extra)
     assert int(cache["index"]) == prompt_len + extra
 
 
@@ -99,8 +102,8 @@ def test_segment_ids_pack_independent_sequences(tiny_config, tiny_params):
     out, _ = models.forward(tiny_params, packed, config=tiny_config, segment_ids=seg)
     out_a, _ = models.forward(tiny_params, a, config=tiny_config)
     out_b, _ = models.forward(tiny_params, b, config=tiny_config)
-    np.testing.assert_allclose(out[:, :4], out_a, atol=1e-5)
-    np.testing.assert_allclose(out[:, 4:7], out_b, atol=1e-5)
+    numerics.assert_forward_close(out[:, :4], out_a, tiny_config, 8)
+    numerics.assert_forward_close(out[:, 4:7], out_b, tiny_config, 8)
 
 
 def test_padding_holes_do_not_move_positions(tiny_config, tiny_params):
@@ -114,7 +117,7 @@ def test_padding_holes_do_not_move_positions(tiny_config, tiny_params):
                               attention_mask=seg[:1])
     compact, _ = models.forward(tiny_params, tokens[:, jnp.asarray([0, 1, 4, 5])],
                                 config=tiny_config)
-    np.testing.assert_allclose(holed[:, jnp.asarray([0, 1, 4, 5])], compact, atol=1e-5)
+    numerics.assert_forward_close(holed[:, jnp.asarray([0, 1, 4, 5])], compact, tiny_config, 6)
 
 
 @pytest.mark.parametrize("overrides", [
@@ -130,7 +133,7 @@ def test_family_variants_cache_consistency(overrides):
     cache = models.init_cache(cfg, 2, 40)
     first, cache = models.forward(params, tokens[:, :39], config=cfg, cache=cache)
     last, _ = models.forward(params, tokens[:, 39:], config=cfg, cache=cache)
-    np.testing.assert_allclose(jnp.concatenate([first, last], 1), full, atol=2e-5, rtol=1e-5)
+    numerics.assert_forward_close(jnp.concatenate([first, last], 1), full, cfg, 40)
 
 
 def test_llama3_rope_scaling_changes_low_frequencies_only():
@@ -147,7 +150,11 @@ def test_bf16_compute_and_remat_match_fp32(tiny_config, tiny_params):
     bf16 = models.jit_forward(tiny_params, tokens, jnp.ones_like(tokens),
                               config=tiny_config.replace(dtype="bfloat16"))
     assert bf16.dtype == jnp.float32
-    np.testing.assert_allclose(bf16, ref, atol=0.05)
+    # bfloat16 (unit roundoff 2^-9) rounds each op's output on the way: ≤ 16 roundings a layer
+    # (norms, q/k/v, scores, probabilities, attention out, projection, residuals, MLP) and 4
+    # after (final norm, head), each relative to the size of the values (≤ max|logits|).
+    bound = numerics.gamma(16 * tiny_config.n_layers + 4, u=2.0 ** -9)
+    np.testing.assert_allclose(bf16, ref, rtol=0, atol=bound * float(np.max(np.abs(ref))))
 
     def loss(p, cfg):
         return jnp.sum(models.forward(p, tokens, config=cfg)[0] ** 2)
@@ -155,7 +162,8 @@ def test_bf16_compute_and_remat_match_fp32(tiny_config, tiny_params):
     g_ref = jax.grad(loss)(tiny_params, tiny_config)
     for policy in ("full", "dots_no_batch"):
         g = jax.grad(loss)(tiny_params, tiny_config.replace(remat=policy))
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), g, g_ref)
+        numerics.assert_trees_reorder_close(g, g_ref,
+                                            numerics.gradient_chain(tiny_config, 12, 2 * 12))
 
 
 def _naive_logprobs(logits, targets, temperature):
@@ -173,9 +181,14 @@ def test_chunked_logprobs_match_naive(chunk_size):
     targets = jnp.asarray(rng.integers(0, 50, (3, 10)), jnp.int32)
     logp, ent = models.chunked_logprobs(hidden, targets, head, temperature=0.7,
                                         chunk_size=chunk_size, with_entropy=True)
-    want_logp, want_ent = _naive_logprobs(np.asarray(hidden) @ np.asarray(head), targets, 0.7)
-    np.testing.assert_allclose(logp, want_logp, atol=1e-4, rtol=1e-5)
-    np.testing.assert_allclose(ent, want_ent, atol=1e-4, rtol=1e-5)
+    logits = np.asarray(hidden) @ np.asarray(head)
+    want_logp, want_ent = _naive_logprobs(logits, targets, 0.7)
+    # Both float32 (the naive one through jax): the head's dot (D = 16), the log-sum-exp over
+    # V = 50 and, for the entropy, the sum of p·log p over V; terms ≤ max|logits/T| + log V.
+    magnitude = float(np.max(np.abs(logits))) / 0.7 + np.log(50)
+    atol = numerics.reorder_atol(16 + 2 * 50, magnitude)
+    np.testing.assert_allclose(logp, want_logp, rtol=0, atol=atol)
+    np.testing.assert_allclose(ent, want_ent, rtol=0, atol=atol)
 
 
 def test_chunked_logprobs_gradient_matches_naive():
@@ -191,8 +204,10 @@ def test_chunked_logprobs_gradient_matches_naive():
         logp = jax.nn.log_softmax(h @ w, axis=-1)
         return jnp.sum(jnp.take_along_axis(logp, targets[..., None], -1))
 
-    for a, b in zip(jax.grad(chunked, (0, 1))(hidden, head), jax.grad(naive, (0, 1))(hidden, head)):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+    # Backward of the same reductions, then the head's gradient sums B·T = 18 positions.
+    numerics.assert_trees_reorder_close(jax.grad(chunked, (0, 1))(hidden, head),
+                                        jax.grad(naive, (0, 1))(hidden, head),
+                                        2 * (8 + 2 * 30) + 18)
 
 
 @pytest.mark.parametrize("length,chunk,plan", [(159, 128, (2, 80)), (128, 128, (1, 128)),
@@ -228,9 +243,15 @@ def test_chunked_logprobs_gradient_with_an_overlapping_last_chunk(chunk_size, te
         ent = -jnp.sum(jnp.exp(logp) * logp, axis=-1) if with_entropy else 0.0
         return jnp.sum(weights * (jnp.take_along_axis(logp, targets[..., None], -1)[..., 0] + ent))
 
-    np.testing.assert_allclose(chunked(hidden, head), naive(hidden, head), rtol=1e-5)
-    for a, b in zip(jax.grad(chunked, (0, 1))(hidden, head), jax.grad(naive, (0, 1))(hidden, head)):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+    # The value sums B·T = 20 weighted terms of a dot (D = 8) and two sums over V = 30; its
+    # size is bounded by Σ|weight|·max|log p + entropy| (≤ max|logits/T| + 2 log V each).
+    logits = np.asarray(hidden) @ np.asarray(head) / temperature
+    terms = float(np.sum(np.abs(weights))) * (float(np.max(np.abs(logits))) + 2 * np.log(30))
+    chain = 8 + 2 * 30 + 20
+    np.testing.assert_allclose(chunked(hidden, head), naive(hidden, head), rtol=0,
+                               atol=numerics.reorder_atol(chain, terms))
+    numerics.assert_trees_reorder_close(jax.grad(chunked, (0, 1))(hidden, head),
+                                        jax.grad(naive, (0, 1))(hidden, head), 2 * chain)
 
 
 def test_completion_logprobs_equal_the_tail_of_sequence_logprobs(tiny_config, tiny_params):
@@ -242,8 +263,9 @@ def test_completion_logprobs_equal_the_tail_of_sequence_logprobs(tiny_config, ti
     logp, ent = models.completion_logprobs(tiny_params, tokens, mask, 5, config=tiny_config,
                                            temperature=0.8, chunk_size=2, with_entropy=True)
     assert logp.shape == (3, 5)
-    np.testing.assert_allclose(logp, full[:, -5:], atol=1e-5)
-    np.testing.assert_allclose(ent, full_ent[:, -5:], atol=1e-5)
+    numerics.assert_forward_close(logp, full[:, -5:], tiny_config, 12)
+    numerics.assert_forward_close(ent, full_ent[:, -5:], tiny_config, 12,
+                                  extra=tiny_config.vocab_size)
     with pytest.raises(ValueError, match="num_new"):
         models.completion_logprobs(tiny_params, tokens, mask, 12, config=tiny_config)
 
@@ -270,8 +292,9 @@ def test_sequence_logprobs_align_with_forward(tiny_config, tiny_params):
                                          chunk_size=3, with_entropy=True)
     logits = models.jit_forward(tiny_params, tokens, mask, config=tiny_config)
     want, want_ent = _naive_logprobs(logits[:, :-1], tokens[:, 1:], 1.0)
-    np.testing.assert_allclose(logp[:, 1:], want, atol=1e-5)
-    np.testing.assert_allclose(ent[:, 1:], want_ent, atol=1e-4)
+    numerics.assert_forward_close(logp[:, 1:], want, tiny_config, 8)
+    numerics.assert_forward_close(ent[:, 1:], want_ent, tiny_config, 8,
+                                  extra=tiny_config.vocab_size)
     assert np.all(np.asarray(logp[:, 0]) == 0)
 
 
@@ -395,8 +418,8 @@ def test_decode_writes_only_the_new_slot_and_matches_greedy_full_forward(tiny_co
     # Greedy decoding through the cache picks exactly the tokens the full forward would.
     full_mask = jnp.concatenate([mask, jnp.ones((batch, steps), jnp.int32)], axis=1)
     full = models.jit_forward(tiny_params, tokens, full_mask, config=tiny_config)
-    np.testing.assert_array_equal(jnp.argmax(full[:, 4:-1], axis=-1), tokens[:, 5:])
-    np.testing.assert_allclose(logits[:, 0], full[:, -1], atol=2e-5, rtol=1e-5)
+    atol = numerics.assert_forward_close(logits[:, 0], full[:, -1], tiny_config, 5 + steps)
+    numerics.assert_is_argmax(tokens[:, 5:], full[:, 4:-1], atol)
 
 
 def test_layer_scan_unrolled_or_not_gives_the_same_forward(tiny_config, tiny_params):
@@ -407,6 +430,6 @@ def test_layer_scan_unrolled_or_not_gives_the_same_forward(tiny_config, tiny_par
     assert deep.layer_unroll == 1 and deep.replace(scan_unroll=3).layer_unroll == 3
     unrolled = transformer.forward(tiny_params, tokens, config=tiny_config)[0]
     scanned = transformer.forward(tiny_params, tokens, config=tiny_config.replace(scan_unroll=1))[0]
-    np.testing.assert_allclose(unrolled, scanned, atol=1e-6)
+    numerics.assert_forward_close(unrolled, scanned, tiny_config, 7)
     with pytest.raises(ValueError, match="scan_unroll"):
         tiny_config.replace(scan_unroll=tiny_config.n_layers + 1)
