@@ -40,7 +40,8 @@ def test_calculator_on_the_host_gives_the_device_episodes(params, model_config, 
     (mostly malformed calls, answered '=?'); a well-formed call is checked on its own."""
     device = multiturn.Calculator.for_tokenizer(tok, max_turns=3, max_turn_tokens=8)
     host = multiturn.build_env("calculator_host", tok, max_turns=3, max_turn_tokens=8,
-                               max_obs_tokens=device.max_obs_tokens)
+                               max_obs_tokens=device.max_obs_tokens,
+                               timeout_s=600.0)  # A budget its answers cannot hit.
     prompts, pmask = _prompts(tok, ["12*34=", "7*8=", "100-1=", "5+5="] * 2)
     answers = jnp.zeros((8,), jnp.int32)
     rng = jax.random.PRNGKey(11)
@@ -59,33 +60,28 @@ def test_calculator_on_the_host_gives_the_device_episodes(params, model_config, 
 
 @dataclasses.dataclass(frozen=True)
 class Flaky(multiturn.HostEnv):
-    """Every model token but EOS calls; by the call's last character: some hang, some
-    raise, the others answer ' ok' (reward 0.25)."""
-    timeout_s: float = 0.5
+    """Every model token but EOS calls; by the call's characters: some raise, the others
+    answer ' ok' (reward 0.25). Its answers come back within a budget they cannot hit (a
+    hanging call is `Hangs`, below)."""
+    timeout_s: float = 600.0
 
     def respond(self, state, turn_text):
-        code = sum(map(ord, turn_text))
-        if code % 5 == 0:
-            time.sleep(5)
-        if code % 2:
+        if sum(map(ord, turn_text)) % 2:
             raise RuntimeError("tool broke")
         return HostReply(" ok", state, reward=0.25)
 
 
-def test_a_tool_that_raises_or_hangs_answers_an_error_and_the_run_goes_on(params, model_config,
-                                                                          tok):
+def test_a_tool_that_raises_answers_an_error_and_the_run_goes_on(params, model_config, tok):
     env = Flaky(call_end_ids=tuple(i for i in range(model_config.vocab_size)
                                    if i != tok.eos_id), max_turns=6, max_turn_tokens=4,
                 max_obs_tokens=4)
     prompts, pmask = _prompts(tok, ["1+1=", "2+2="])
-    t0 = time.monotonic()
     with multiturn.HostTools(env, tok, num_workers=4) as tools:
         rollout, eps = multiturn.play_on_host(
             params, prompts, pmask, jnp.zeros((2,), jnp.int32), jax.random.PRNGKey(0),
             model_config=model_config, sampling_config=_sc(tok, num_samples=2,
                                                            max_new_tokens=16),
             env=env, tools=tools)
-    assert time.monotonic() - t0 < 30
     errors, calls = np.asarray(eps.errors), np.asarray(eps.calls)
     assert calls.sum() > 0 and 0 < errors.sum() < calls.sum()
     np.testing.assert_allclose(np.asarray(eps.env_reward), 0.25 * (calls - errors))
@@ -95,11 +91,13 @@ def test_a_tool_that_raises_or_hangs_answers_an_error_and_the_run_goes_on(params
 
 
 def test_python_tool_runs_in_the_sandbox():
-    env = multiturn.PythonTool(call_end_ids=(98,), max_obs_tokens=16, timeout_s=2.0)
+    # Programs that end by themselves get a budget they cannot hit; the loop a short one.
+    env = multiturn.PythonTool(call_end_ids=(98,), max_obs_tokens=16, timeout_s=600.0)
     assert env.respond(None, "[print(6*7)]").text == " 42"
-    for bad in ("[print(1/]", "[1/0]", "[while True: pass]",
-                "[import os; os._exit(1)]"):
-        reply = env.respond(None, bad)
+    short = dataclasses.replace(env, timeout_s=1.0)
+    for tool, bad in ((env, "[print(1/]"), (env, "[1/0]"), (short, "[while True: pass]"),
+                      (env, "[import os; os._exit(1)]")):
+        reply = tool.respond(None, bad)
         assert reply.error and reply.text == env.error_text, bad
     # The program is isolated: it cannot see the trainer's files or environment.
     reply = env.respond(None, "[import os; print(os.environ.get('HOME'))]")
@@ -149,18 +147,17 @@ class Hangs(multiturn.HostEnv):
     timeout_s: float = 0.3
 
     def respond(self, state, turn_text):
-        time.sleep(3)
+        time.sleep(60)
         return HostReply(" late", state)
 
 
 def test_a_hanging_call_is_answered_with_an_error_at_its_timeout(tok):
+    """Answered at its timeout: waited for, the call would answer ' late' without error."""
     env = Hangs(call_end_ids=(98,), max_obs_tokens=8)
     turn = np.zeros((2, env.max_turn_tokens), np.int32)
     turn[:, 0] = 98
     with multiturn.HostTools(env, tok, num_workers=2) as tools:
-        t0 = time.monotonic()
         out = tools.answer([None, None], turn, np.array([1, 1]), np.array([True, False]))
-        assert time.monotonic() - t0 < 2.0
     assert out.error.tolist() == [True, False] and out.obs_len[1] == 0
     assert tok.decode([int(t) for t in out.obs[0, :out.obs_len[0]]]) == env.error_text
 

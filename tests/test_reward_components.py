@@ -19,6 +19,20 @@ from rlvr_jax.train.config import arithmetic_config, default_config
 from rlvr_jax.train.rl_config import RLConfig
 
 
+@pytest.fixture
+def compiles():
+    """The JAX compilations (``/jax/core/compile`` events) while the test runs."""
+    events = []
+
+    def on_event(event, *args, **kwargs):
+        if event.startswith("/jax/core/compile"):
+            events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(on_event)
+    yield events
+    jax.monitoring.unregister_event_duration_listener(on_event)
+
+
 def _config(components="", weights="", **task_kwargs):
     config = arithmetic_config()
     config.reward.components, config.reward.weights = components, weights
@@ -38,26 +52,30 @@ def _config(components="", weights="", **task_kwargs):
     ("token,format", "", "reward.components: 'token' scores on device and combines only with"),
     ("overlong", "", "reward.components: 'overlong' alone is no reward"),
 ])
-def test_bad_reward_config_fails_before_any_compilation(components, weights, message):
+def test_bad_reward_config_fails_before_any_compilation(components, weights, message, compiles):
     reward = default_config().reward
     reward.components, reward.weights = components, weights
-    t0 = time.perf_counter()
     with pytest.raises(ValueError) as err:
         scoring.check_reward_config(reward)
     assert str(err.value).startswith(message), str(err.value)
-    assert time.perf_counter() - t0 < 0.05  # A cheap check: no jax work behind it.
+    assert compiles == []  # A cheap check: no jax work behind it.
     config = _config(components, weights)  # The trainer's builder checks the same way.
     with pytest.raises(ValueError, match=message.split(":")[0]):
         scoring.reward_from_config(config, tasks.get("arithmetic"), None)
 
 
-def test_the_trainer_rejects_an_unknown_component_before_building_anything(tmp_path):
+def test_the_trainer_rejects_an_unknown_component_before_building_anything(tmp_path, compiles,
+                                                                          monkeypatch):
     from rlvr_jax.train import loop
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr(build, "initial_params", no_model)
     config = _config("mathh")
-    t0 = time.perf_counter()
     with pytest.raises(ValueError, match="^reward.components: unknown component 'mathh'"):
         loop.run(config, str(tmp_path), progress=False)
-    assert time.perf_counter() - t0 < 5.0  # No model, no compilation.
+    assert compiles == []  # No compilation.
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
@@ -165,25 +183,31 @@ def _rollout(b, n=4):
 
 def test_pool_scoring_survives_hung_and_crashing_samples():
     """In a pool: a hung sample times out, a dying worker and a raising verifier score 0;
-    all are counted in the metrics and the other samples keep their rewards."""
-    texts = ["1", "hang", "0", "die", "raise", "1"]
-    rl = RLConfig(num_prompts=3)
-    with scoring.HostScorer(_moody, num_workers=2, timeout_s=1.0,
+    all are counted in the metrics and the other samples keep their rewards. The honest
+    samples get a budget they cannot hit; the hung one its own pool with a short one."""
+    texts = ["1", "die", "0", "raise", "1"]  # "0" was queued behind "die": sent again.
+    rl = RLConfig(num_prompts=1)
+    with scoring.HostScorer(_moody, num_workers=2, timeout_s=600.0,
                             names=("task", "correct")) as scorer:
-        t0 = time.perf_counter()
-        r, metrics = scoring.score_on_host(_rollout(6), texts, [None] * 6, verify=scorer,
+        r, metrics = scoring.score_on_host(_rollout(5), texts, [None] * 5, verify=scorer,
                                            rl=rl, max_new_tokens=4)
-        # The hung sample (60 s) was cut at its 1 s timeout; the bound is loose (worker
-        # start-up and restarts on a loaded machine), not a timing assertion.
-        assert time.perf_counter() - t0 < 45.0
         r2, _ = scoring.score_on_host(_rollout(2), ["1", "0"], [None] * 2, verify=scorer,
                                       rl=rl, max_new_tokens=4)  # The pool still works.
-    np.testing.assert_array_equal(np.asarray(r), [1, 0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(np.asarray(r), [1, 0, 0, 0, 1])
     np.testing.assert_array_equal(np.asarray(r2), [1, 0])
-    assert float(metrics["reward/host_timeouts"]) == 1.0
+    assert float(metrics["reward/host_timeouts"]) == 0.0
     assert float(metrics["reward/host_errors"]) == 2.0
-    assert float(metrics["reward/correct"]) == pytest.approx(2 / 6)
-    assert float(metrics["reward/task"]) == pytest.approx(2 / 6)
+    assert float(metrics["reward/correct"]) == pytest.approx(2 / 5)
+    assert float(metrics["reward/task"]) == pytest.approx(2 / 5)
+    # The hung sample (60 s) is cut at its 1 s timeout: had it not been, it would score
+    # through the error path after its sleep (`float("hang")` raises) and count no timeout.
+    with scoring.HostScorer(_moody, num_workers=1, timeout_s=1.0,
+                            names=("task", "correct")) as scorer:
+        r, metrics = scoring.score_on_host(_rollout(1), ["hang"], [None], verify=scorer,
+                                           rl=rl, max_new_tokens=4)
+    np.testing.assert_array_equal(np.asarray(r), [0])
+    assert float(metrics["reward/host_timeouts"]) == 1.0
+    assert float(metrics["reward/host_errors"]) == 0.0
 
 
 def test_in_process_scoring_counts_a_raising_sample():
@@ -208,6 +232,7 @@ def test_pool_and_in_process_give_the_same_component_rewards(tok):
         ex.solution.replace("<think>", "") for ex in examples[6:9]] + [
         "#### " + ex.answer for ex in examples[9:]]
     outputs = {}
+    config.reward.timeout_s = 600.0  # Honest samples: a budget they cannot hit.
     for workers in (0, 2):
         config.reward.num_workers = workers
         with build.host_scorer(config, verifier) as scorer:

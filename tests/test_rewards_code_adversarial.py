@@ -10,7 +10,9 @@ import pytest
 from rlvr_jax.rewards import _verdict
 from rlvr_jax.rewards import code as rc
 
-CFG = rc.SandboxConfig(timeout_s=2.0, memory_mb=256)
+# Every program here ends by itself: a budget it cannot hit on a loaded machine (a trick
+# cut by the clock would score 0 for the wrong reason, an honest program fail).
+CFG = rc.SandboxConfig(timeout_s=600.0, memory_mb=256)
 INPUTS = [4, 7, 11]
 ASSERTS = [f"assert f({x}) == {5 * x + 3}" for x in INPUTS]
 IO = [{"input": f"{x}\n", "output": f"{5 * x + 3}\n"} for x in INPUTS]
@@ -179,6 +181,7 @@ def test_every_trick_scores_zero(mode):
     results = _runs(programs, ASSERTS if mode == "assert" else IO, mode)
     scores = {n: r.passed for n, r in zip(names, results)}
     assert scores == {n: 0 for n in names}, scores
+    assert [n for n, r in zip(names, results) if r.status == "timeout"] == []  # Not the clock.
     # The sandbox still works for the honest program afterwards.
     assert _runs([HONEST if mode == "assert" else HONEST_IO],
                  ASSERTS if mode == "assert" else IO, mode)[0].all_passed

@@ -13,8 +13,8 @@ therefore always returns: each sample holds its worker for at most ``timeout_s``
 batch takes about ``ceil(B / num_workers) * timeout_s`` at worst, plus worker restarts.
 
 A worker runs the verifier on its main thread, so math-verify's own ``SIGALRM`` timeouts,
-which :func:`rlvr_jax.rewards.math.math_verify_reward` keeps on, work there; the pool's
-timeout is the backstop.
+which :func:`rlvr_jax.rewards.math.math_verify_reward` keeps on (unless its
+``timeout_s=None``), work there; the pool's timeout is the backstop.
 """
 from __future__ import annotations
 

@@ -3,13 +3,15 @@
 ``math_verify_reward`` shares our extraction (``<answer>`` over ``<think>``, retractions,
 negations, several boxes) and normalisation with ``math_reward``, keeps the answer-choice,
 unit, percent and decimal-approximation conventions of the rule verifier, and leaves the
-rest of the equivalence to math-verify, whose own timeouts stay on: on the main thread they
-use ``SIGALRM``; from any other thread the call runs in a one-worker
-:class:`~rlvr_jax.rewards.pool.RewardPool` (main thread there, plus a kill deadline).
+rest of the equivalence to math-verify, whose own timeouts stay on unless the caller turns
+them off (``timeout_s=None``): on the main thread they use ``SIGALRM``; from any other
+thread the call runs in a one-worker :class:`~rlvr_jax.rewards.pool.RewardPool` (main thread
+there, plus a kill deadline).
 """
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import signal
 import threading
@@ -20,10 +22,8 @@ from rlvr_jax.rewards.math import normalize as _norm
 from rlvr_jax.rewards.math import parse as _parse
 from rlvr_jax.rewards.math.extract import _answer_region, _box_spans, extract_answer, live_boxes
 
-MV_PARSE_TIMEOUT_S = 3   # per parse (reference, prediction)
-MV_VERIFY_TIMEOUT_S = 3  # per comparison
-MV_BUDGET_S = 3.5        # no further attempt is started after this
-THREAD_POOL_TIMEOUT_S = 15.0
+MV_TIMEOUT_S = 3           # default per parse and per comparison (SIGALRM: whole seconds)
+THREAD_POOL_TIMEOUTS = 5   # the helper process is killed after this many times timeout_s
 
 
 def math_reward(completion: str, reference, *, fallback_last_number: bool = True,
@@ -105,7 +105,7 @@ def _rule_decides(a: str, b: str) -> bool:
     return False
 
 
-def _math_verify_core(completion: str, reference) -> float:
+def _math_verify_core(completion: str, reference, timeout_s: int | None) -> float:
     mv = _import_math_verify()
     pred = _prediction(completion, reference)
     if pred is None or reference is None:
@@ -120,19 +120,21 @@ def _math_verify_core(completion: str, reference) -> float:
     preds = [f"${_to_latex(_norm.split_unit(a)[0])}$"] if len(a) <= _parse.MAX_ANSWER_CHARS else []
     if not tagged and not _box_spans(region):
         preds.append(region[-4000:])  # no box and no tag: also math-verify's own extraction
+    # The fallback parse and the last parse start within these (no limit: timeouts off).
+    fallback_by, last_by = (timeout_s / 3, timeout_s + 0.5) if timeout_s else (math.inf, math.inf)
     start = time.monotonic()
-    with _outer_alarm_kept():
+    with _outer_alarm_kept() if timeout_s else contextlib.nullcontext():
         try:
             gold = mv.parse(f"${_to_latex(_norm.split_unit(b)[0])}$",
-                            parsing_timeout=MV_PARSE_TIMEOUT_S) if short else []
-            if not gold and time.monotonic() - start < 1.0:  # e.g. a reference that is a solution
-                gold = mv.parse(str(reference)[-4000:], parsing_timeout=MV_PARSE_TIMEOUT_S)
+                            parsing_timeout=timeout_s) if short else []
+            if not gold and time.monotonic() - start < fallback_by:  # e.g. a worked reference
+                gold = mv.parse(str(reference)[-4000:], parsing_timeout=timeout_s)
             for text in preds:  # the region only when math-verify cannot read our answer
-                if not gold or time.monotonic() - start > MV_BUDGET_S:
+                if not gold or time.monotonic() - start > last_by:
                     break
-                got = mv.parse(text, parsing_timeout=MV_PARSE_TIMEOUT_S)
+                got = mv.parse(text, parsing_timeout=timeout_s)
                 if got:
-                    return 1.0 if mv.verify(gold, got, timeout_seconds=MV_VERIFY_TIMEOUT_S) else 0.0
+                    return 1.0 if mv.verify(gold, got, timeout_seconds=timeout_s) else 0.0
             return 0.0
         except Exception:  # noqa: BLE001 - math-verify's TimeoutException and parse failures
             return 0.0
@@ -151,39 +153,59 @@ def _outer_alarm_kept():
             signal.setitimer(signal.ITIMER_REAL, max(1e-3, left - (time.monotonic() - start)))
 
 
-_THREAD_POOL = None
+_THREAD_POOLS: dict = {}  # timeout_s -> its helper RewardPool
 _THREAD_POOL_LOCK = threading.Lock()
 
 
-def _score_off_main_thread(completion: str, reference) -> float:
-    """math-verify from a non-main thread: one call in a helper process, whose main thread
-    keeps math-verify's ``SIGALRM`` timeouts, killed after :data:`THREAD_POOL_TIMEOUT_S`."""
-    global _THREAD_POOL
+def _score_off_main_thread(completion: str, reference, timeout_s: int) -> float:
+    """math-verify from a non-main thread: one call in a helper process (one per
+    ``timeout_s``), whose main thread keeps math-verify's ``SIGALRM`` timeouts, killed after
+    :data:`THREAD_POOL_TIMEOUTS` times ``timeout_s``."""
+    import functools
     from rlvr_jax.rewards.pool import RewardPool
     with _THREAD_POOL_LOCK:
-        if _THREAD_POOL is None:
+        pool = _THREAD_POOLS.get(timeout_s)
+        if pool is None:
             import atexit
-            _THREAD_POOL = RewardPool(_math_verify_core, num_workers=1,
-                                      timeout_s=THREAD_POOL_TIMEOUT_S, preload=("math_verify",))
-            atexit.register(_THREAD_POOL.close)
-        rewards, _ = _THREAD_POOL.score([completion], [reference])
+            pool = _THREAD_POOLS[timeout_s] = RewardPool(
+                functools.partial(_math_verify_core, timeout_s=timeout_s), num_workers=1,
+                timeout_s=THREAD_POOL_TIMEOUTS * timeout_s, preload=("math_verify",))
+            atexit.register(pool.close)
+        rewards, _ = pool.score([completion], [reference])
     return float(rewards[0])
 
 
-def math_verify_reward(completion: str, reference) -> float:
+def math_verify_reward(completion: str, reference, *,
+                       timeout_s: int | None = MV_TIMEOUT_S) -> float:
     """1.0 when ``math-verify`` judges the completion's final answer equal to ``reference``.
 
     The answer is extracted and normalised as in :func:`math_reward`; answer-choice letters,
     units on both sides, percentages and decimal approximations follow the rule verifier's
-    conventions; the rest is math-verify's ``parse``/``verify`` with its timeouts on (3 s per
-    parse and per comparison). Off the main thread the call runs in a helper process.
+    conventions; the rest is math-verify's ``parse``/``verify`` with its timeouts on. Off the
+    main thread the call runs in a helper process.
+
+    Args:
+      completion: the model's response.
+      reference: the reference answer (or a worked solution ending in one).
+      timeout_s: math-verify's timeout per parse and per comparison, whole seconds (its
+        ``SIGALRM`` timer takes no fractions), on the clock: under load a slow parse can
+        time out and score 0. The reference as written is parsed only when the normal form
+        failed within a third of it, and no parse starts after ``timeout_s + 0.5``; off the
+        main thread the helper process is killed after :data:`THREAD_POOL_TIMEOUTS` times
+        it. ``None``: no timeout, no budget and no decision on the clock, on any thread (the
+        call then runs in the calling thread: no signals needed); a pathological input
+        (``9^{9^{9^{9}}}``) can hang the caller, so bound the call yourself (e.g. a
+        :class:`~rlvr_jax.rewards.pool.RewardPool` with its ``timeout_s``).
     """
     if not isinstance(completion, str):
         raise ValueError(f"completion must be a str, got {type(completion).__name__}")
-    if threading.current_thread() is not threading.main_thread():
+    if timeout_s is not None and (type(timeout_s) is not int or timeout_s < 1):
+        raise ValueError(f"timeout_s must be a whole number of seconds >= 1 or None, "
+                         f"got {timeout_s!r}")
+    if timeout_s is not None and threading.current_thread() is not threading.main_thread():
         _import_math_verify()
-        return _score_off_main_thread(completion, reference)
-    return _math_verify_core(completion, reference)
+        return _score_off_main_thread(completion, reference, timeout_s)
+    return _math_verify_core(completion, reference, timeout_s)
 
 
 def get_math_verifier(name: str = "rule"):
