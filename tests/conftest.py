@@ -24,7 +24,7 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 if os.environ.get("RLVR_TOLERANCE_AUDIT"):
-    from tolerance_audit import install  # noqa: E402
+    from tests.tolerance_audit import install  # noqa: E402
     install(os.environ["RLVR_TOLERANCE_AUDIT"])
 
 jax.config.update("jax_numpy_rank_promotion", "raise")

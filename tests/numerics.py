@@ -61,6 +61,16 @@ def assert_forward_close(got, want, cfg, length: int, *, extra: int = 0, magnitu
     return atol
 
 
+def log_softmax_atol(scaled) -> float:
+    """Bound on a float32 log-softmax entry of the float64 logits `scaled` [..., V] against
+    its float64 value: the logits' rounding (u each), the max-shift and exp (≤ 4 u, XLA's
+    vectorised exp is not correctly rounded), the sum of V exps (γ_V, terms ≤ 1), the log
+    and the subtraction (≤ 4 u + u), all relative to max|scaled| + log V."""
+    scaled = np.asarray(scaled, np.float64)
+    v = scaled.shape[-1]
+    return gamma(v + 10) * (float(np.max(np.abs(scaled))) + np.log(v))
+
+
 def assert_is_argmax(tokens, logits, atol):
     """Each of `tokens` [...] maximises its row of `logits` [..., V] within 2·`atol`: the
     greedy choice of another evaluation of the same logits, each entry within `atol` of these

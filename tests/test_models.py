@@ -9,7 +9,7 @@ import pytest
 from rlvr_jax import models
 from rlvr_jax.models import presets, transformer
 
-import numerics
+from tests import numerics
 
 
 def _left_padded_batch(rng, vocab, lengths, total):

@@ -12,6 +12,7 @@ import pytest
 
 from rlvr_jax import multiturn, tasks
 from rlvr_jax.multiturn import HostReply
+from tests import numerics
 from tests.multiturn_helpers import doc_example, prompt_arrays, sampling_config
 
 
@@ -23,12 +24,13 @@ def _sc(tok, **kw):
                                    **kw})
 
 
-def _assert_same_episodes(a, b):
+def _assert_same_episodes(a, b, model_config, prompt_len):
     (ra, ea), (rb, eb) = a, b
     for name in ("tokens", "mask", "loss_mask", "turn_ids", "finished"):
         np.testing.assert_array_equal(np.asarray(getattr(ra, name)), np.asarray(getattr(rb, name)),
                                       err_msg=name)
-    np.testing.assert_allclose(np.asarray(ra.logprobs), np.asarray(rb.logprobs), atol=1e-5)
+    numerics.assert_forward_close(ra.logprobs, rb.logprobs, model_config,
+                                  prompt_len + ra.tokens.shape[1])
     for name in ("turns", "calls", "errors", "env_reward"):
         np.testing.assert_array_equal(np.asarray(getattr(ea, name)), np.asarray(getattr(eb, name)),
                                       err_msg=name)
@@ -53,7 +55,7 @@ def test_calculator_on_the_host_gives_the_device_episodes(params, model_config, 
                                          model_config=model_config, sampling_config=_sc(tok),
                                          env=host, tools=tools)
         assert tools.calls == int(np.asarray(on_host[1].calls).sum()) > 0
-    _assert_same_episodes(on_device, on_host)
+    _assert_same_episodes(on_device, on_host, model_config, prompts.shape[1])
     # The host tool's observation for a well-formed call is the device tool's.
     assert host.respond(None, "x[123*456]").text == "=56088"
 

@@ -8,7 +8,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 from rlvr_jax import models, sharding
 
-import numerics
+from tests import numerics
 
 # Per preset: a mesh that uses every one of its axes on 8 devices.
 LAYOUTS = {
@@ -134,7 +134,7 @@ def test_sharded_forward_matches_single_device(name, cfg, params, specs, batch):
     assert _live_axes(sharded.sharding.spec[0], mesh) == _live_axes(
         sharding.batch_spec(rules)[0], mesh)
     reference = models.jit_forward(params, jnp.asarray(tokens), jnp.asarray(mask), config=cfg)
-    np.testing.assert_allclose(np.asarray(sharded), np.asarray(reference), atol=2e-5, rtol=2e-5)
+    numerics.assert_forward_close(sharded, reference, cfg, tokens.shape[1])
 
 
 # ----------------------------------------------------------------------------- params
@@ -295,5 +295,5 @@ def test_sharded_kv_cache_prefill_matches_single_device(cfg, params, specs, batc
     with sharding.activate(mesh, rules):
         logits, k = jax.jit(prefill)(placed, sharded_cache, *global_batch)
     ref_logits, ref_k = jax.jit(prefill)(params, cache, tokens, mask)
-    np.testing.assert_allclose(np.asarray(logits), np.asarray(ref_logits), atol=2e-5, rtol=2e-5)
-    np.testing.assert_allclose(np.asarray(k), np.asarray(ref_k), atol=2e-5, rtol=2e-5)
+    numerics.assert_forward_close(logits, ref_logits, cfg, tokens.shape[1])
+    numerics.assert_forward_close(k, ref_k, cfg, tokens.shape[1])

@@ -22,7 +22,7 @@ from rlvr_jax.train import objective
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.state import create_train_state, make_optimizer
 
-import numerics
+from tests import numerics
 
 P, G, TP, N = 4, 2, 10, 8
 # Completion lengths [B']: different per row and per micro-batch, so that token-mean,
