@@ -71,6 +71,8 @@ result["embed_sharding"] = str(sharded["embed"].sharding.spec)
 result["embed_local_shape"] = list(sharded["embed"].addressable_shards[0].data.shape)
 result["model_stats"] = [float(v) for v in np.asarray(stats)]
 result["single_device_stats"] = [float(jnp.mean(local)), float(jnp.mean(jnp.abs(local)))]
+result["max_abs_logit"] = float(jnp.max(jnp.abs(local)))
+result["logits_size"] = int(local.size)
 
 distributed.sync("done")
 print("RESULT " + json.dumps(result), flush=True)

@@ -71,6 +71,17 @@ def log_softmax_atol(scaled) -> float:
     return gamma(v + 10) * (float(np.max(np.abs(scaled))) + np.log(v))
 
 
+def parity_atol(cfg, length: int, want, *, extra: int = 0) -> float:
+    """Bound on |ours − transformers'| for a forward pass of `length` positions: two float32
+    programs in different orders (forward_chain + `extra`), whose RoPE angles also differ:
+    each side forms position·inv_freq in float32 from its own inv_freq (transformers: a float32
+    pow, ≤ (ln θ + 2)·u relative), an angle error ≤ length·(ln θ + 3)·u that rotates q and k
+    by as much (relative); sizes relative to max|want|."""
+    rope = int(np.ceil(length * (np.log(cfg.rope_theta) + 3)))
+    return reorder_atol(forward_chain(cfg, length) + extra + rope,
+                        float(np.max(np.abs(np.asarray(want, np.float64)), initial=0.0)))
+
+
 def assert_is_argmax(tokens, logits, atol):
     """Each of `tokens` [...] maximises its row of `logits` [..., V] within 2·`atol`: the
     greedy choice of another evaluation of the same logits, each entry within `atol` of these

@@ -9,6 +9,7 @@ transformers = pytest.importorskip("transformers")
 from rlvr_jax.models import hf, transformer  # noqa: E402
 from rlvr_jax.train import run  # noqa: E402
 from rlvr_jax.train.config import arithmetic_config  # noqa: E402
+from tests import numerics  # noqa: E402
 
 pytestmark = pytest.mark.parity
 
@@ -44,4 +45,4 @@ def test_hf_checkpoint_trains_and_exports_back(tmp_path, monkeypatch):
         theirs = reloaded(input_ids=torch.tensor(tokens, dtype=torch.long)).logits.numpy()
     ours = np.asarray(transformer.jit_forward(params, tokens, np.ones_like(tokens),
                                               config=model_config))
-    np.testing.assert_allclose(ours, theirs, atol=1e-4)
+    np.testing.assert_allclose(ours, theirs, atol=numerics.parity_atol(model_config, 9, theirs))
