@@ -12,7 +12,8 @@ import numerics
 # Against float64 references. A standardised value A = (r − mean)/std over n rewards of size
 # ≤ M errs by ≤ γ_{n+2}·(M/std)·(1 + 2|A|) + γ_{n+5}·|A| (the centred values by γ_{n+2}·M, the
 # std by twice that, +eps and the division once): ≤ 0.6·(ATOL + RTOL·|A|) for these rewards
-# (n ≤ 20); GAE's 2·T + 4 roundings of terms ≤ Σ (γλ)^k (|r| + |V'| + |V|): ≤ 0.7 of it.
+# (n ≤ 20); GAE's 2·T + 4 roundings of terms ≤ Σ (γλ)^k (|r| + |V'| + |V|): ≤ 0.7 of it;
+# RLOO's and pass@k's few roundings of values ≤ G: far below.
 RTOL, ATOL = 1e-5, 1e-5
 
 
