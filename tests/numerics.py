@@ -166,3 +166,19 @@ def assert_adam_first_step_close(p_a, p_b, g_a, g_b, *, lr: float, eps: float,
         assert np.all(excess <= 0), (
             f"{int(np.sum(excess > 0))} of {x.size} entries differ by more than Adam's "
             f"first-step bound; worst excess {float(np.max(excess)):.3g}")
+
+
+# XLA CPU's exp, log, log1p, expm1, pow and tanh (and NumPy's float32 SIMD ones) are polynomial
+# approximations, not correctly rounded, and a vectorised loop and its scalar tail may differ.
+# Each call is charged TRANSCENDENTAL_U roundings (4 ulp); the worst seen here over 5·10^5
+# arguments: exp 1.4 u, log 2.0 u, log1p 3.4 u, tanh 4.6 u, expm1 5.7 u.
+TRANSCENDENTAL_U = 8
+
+
+def ref_atol(chain: int, magnitude, transcendentals: int = 0):
+    """Bound on |a − exact| for ONE float32 evaluation compared with a float64 or exact value
+    (one-sided; two float32 programs get twice this, as reorder_atol): γ_k · magnitude with
+    k = `chain` roundings on the longest chain (a reduction of n terms counts n) plus
+    TRANSCENDENTAL_U per transcendental call on it; `magnitude` is the size of the terms
+    (Σ|x_i| of a sum, not |Σ x_i| when they cancel). Arrays broadcast."""
+    return gamma(chain + TRANSCENDENTAL_U * transcendentals) * magnitude

@@ -113,6 +113,7 @@ def test_pass_rates_match_reference():
         if want[i] is None:
             assert f.visits[i] == 0
         else:
+            # Float64 EMAs in another order: 3 roundings per visit, not amplified, ≪ 1e-12.
             np.testing.assert_allclose(f.rate[i], want[i], rtol=1e-12)
 
 
@@ -203,6 +204,8 @@ def test_mixture_adaptive_weights_match_formula(tok):
             rows = [r for r, ex in zip(correct, batch.examples) if ex.task == name]
             if rows:
                 p[k] = 0.3 * np.mean(rows) + 0.7 * p[k]
+        # Float64: the EMA as above; the weights' 1 − p^G − (1 − p)^G ≥ floor = 0.05 cancels by
+        # ≤ 2/0.05, times ~30 roundings (two pows at 8 each): 40·γ_30 = 1.3e-13 (u = 2^-53).
         np.testing.assert_allclose(source.pass_rate, p, rtol=1e-12)
         np.testing.assert_allclose(source.weights(), ref.mixture_weights(
             [1.0, 1.0], p, G, 0.05), rtol=1e-12)

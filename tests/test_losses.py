@@ -9,7 +9,11 @@ import pytest
 from rlvr_jax import losses
 from tests.reference import losses_ref as ref
 
+import numerics
+
 B, T = 6, 7
+# Per-token values against float64 references: logp − old rounds alike on both sides, then one
+# exp and ≤ 2 products (γ_10 = 6e-7 relative, numerics.TRANSCENDENTAL_U per exp): RTOL covers it.
 RTOL, ATOL = 1e-5, 1e-5
 
 
@@ -46,9 +50,12 @@ def test_ppo_clip_matches_reference(dual_clip):
     ref_loss, low, high = ref.ppo_clip(logp, old, adv, mask, 0.2, 0.28, dual_clip)
     np.testing.assert_allclose(loss, ref_loss, rtol=RTOL, atol=ATOL)
     assert low > 0 and high > 0
+    # Exact counts over the same tokens (every ratio is ≥ 3% from a clip bound, so no
+    # comparison can flip), one division: ≤ u·frac.
     np.testing.assert_allclose(metrics["clip_frac_low"], low, atol=1e-6)
     np.testing.assert_allclose(metrics["clip_frac_high"], high, atol=1e-6)
-    ratios = np.exp(logp - old)[mask]
+    # One exp per ratio; the mean adds ≤ B·T positive terms and a division: γ_{B·T+9} < 1e-5.
+    ratios = np.exp((logp - old).astype(np.float64))[mask]
     np.testing.assert_allclose(metrics["ratio_max"], ratios.max(), rtol=1e-5)
     np.testing.assert_allclose(metrics["ratio_min"], ratios.min(), rtol=1e-5)
     np.testing.assert_allclose(metrics["ratio_mean"], ratios.mean(), rtol=1e-5)
@@ -68,9 +75,12 @@ def test_gspo_value_and_gradient_match_sequence_level_reference():
     kw = dict(eps_low=0.03, eps_high=0.04)
     loss, _ = losses.gspo(logp, old, adv, mask, **kw)
     ref_loss, ref_grad = ref.gspo(logp, old, adv, mask, 0.03, 0.04)
+    # The sequence log-ratio (T terms, |Δ| < 1) errs by ≤ γ_T·Σ|Δ| in both (the reference sums
+    # in float32 too), which exp makes relative: far below RTOL.
     np.testing.assert_allclose(loss, ref_loss, rtol=RTOL, atol=ATOL)
     grad = jax.grad(lambda lp: losses.aggregate(losses.gspo(lp, old, adv, mask, **kw)[0], mask,
                                                 "seq-mean-token-mean"))(logp)
+    # exp, the chain rule and two divisions by counts: γ_{T+14}·|g| ≪ rtol·|g|.
     np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-6)
 
 
@@ -85,13 +95,15 @@ def test_cispo_matches_reference_and_keeps_gradients(eps_low):
     grad = jax.grad(lambda lp: jnp.sum(losses.cispo(lp, old, adv, mask, eps_low=eps_low,
                                                     eps_high=0.3)[0]))(logp)
     lo = 0.0 if eps_low is None else 1 - eps_low
-    w = np.clip(np.exp(logp - old), lo, 1.3)
+    w = np.clip(np.exp((logp - old).astype(np.float64)), lo, 1.3)
+    # One exp and one product: γ_9 relative.
     np.testing.assert_allclose(grad, np.where(mask, -w * adv, 0.0), rtol=1e-5, atol=1e-6)
 
 
 def test_reinforce_loss_and_gradient():
     logp, _, adv, _, mask = _batch(4)
     loss, _ = losses.reinforce(logp, adv, mask)
+    # The same correctly rounded float32 product on both sides: equal.
     np.testing.assert_allclose(loss, np.where(mask, -adv[:, None] * logp, 0.0), rtol=1e-6)
 
 
@@ -104,11 +116,11 @@ def test_policy_loss_properties(name):
         per_token, _ = fn(lp, o, a, mask)
         return losses.aggregate(per_token, mask, "token-mean")
 
-    # jit equals eager.
+    # jit equals eager within two float32 evaluations of the longest chain: the ratio mean
+    # (B·T terms and a division) after one exp.
     eager = fn(logp, old, adv, mask)
     jitted = jax.jit(fn)(logp, old, adv, mask)
-    jax.tree_util.tree_map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7),
-                           eager, jitted)
+    numerics.assert_trees_reorder_close(jitted, eager, B * T + 1 + numerics.TRANSCENDENTAL_U)
     # Masked tokens do not change results; garbage there gives finite, zero gradients.
     for bad in (-np.inf, np.inf, 1e30, np.nan):
         g_lp, g_old = _garbage(logp, mask, bad), _garbage(old, mask, -bad)
@@ -145,12 +157,13 @@ def test_bf16_inputs_give_fp32_clip_fractions(name, eps):
 def test_truncated_importance_weights():
     logp, old, _, _, mask = _batch(7, spread=0.8)
     w, metrics = losses.truncated_importance_weights(logp, old, mask, cap=2.0)
-    np.testing.assert_allclose(w, np.where(mask, np.minimum(np.exp(logp - old), 2.0), 0.0),
-                               rtol=1e-5)
+    ratio = np.exp((logp - old).astype(np.float64))
+    np.testing.assert_allclose(w, np.where(mask, np.minimum(ratio, 2.0), 0.0), rtol=1e-5)  # γ_8
     ws, _ = losses.truncated_importance_weights(logp, old, mask, cap=2.0, level="sequence",
                                                 mode="mask")
-    seq = np.exp(np.sum(np.where(mask, logp - old, 0.0), axis=1))
+    seq = np.exp(np.sum(np.where(mask, logp - old, 0.0), axis=1, dtype=np.float64))
     expected = np.where(mask, np.where(seq > 2.0, 0.0, seq)[:, None], 0.0)
+    # exp turns the row sum's error γ_T·Σ|Δ| (< 1e-5 here) into a relative one, plus γ_8.
     np.testing.assert_allclose(ws, expected, rtol=1e-4)
     assert 0 < float(metrics["is_capped_frac"]) < 1 and float(metrics["sampler_kl_k3"]) > 0
     assert np.all(np.asarray(jax.grad(lambda x: jnp.sum(
@@ -160,6 +173,8 @@ def test_truncated_importance_weights():
 @pytest.mark.parametrize("kind", ["k1", "k2", "k3"])
 def test_kl_matches_reference(kind):
     logp, ref_logp, _, _, mask = _batch(8)
+    # δ rounds alike; k2 once; k3 = expm1(−δ) + δ cancels: ≤ 8u·|expm1(−δ)| + u·k3, which is
+    # ≤ atol + rtol·k3 for every δ.
     np.testing.assert_allclose(losses.kl(logp, ref_logp, kind=kind),
                                ref.kl(logp, ref_logp, kind), rtol=1e-5, atol=1e-6)
     out = losses.kl(_garbage(logp, mask, -np.inf), ref_logp, kind=kind, mask=mask)
@@ -171,10 +186,12 @@ def test_kl_plus_variants_and_k1_warning():
     logp, ref_logp, _, _, mask = _batch(9)
     for base in ("k1", "k3"):
         plus = losses.kl(logp, ref_logp, kind=base + "+")
+        # (k + k2) − k2 with the same eager k: two roundings of terms ≤ |k| + k2 ≤ 3·|k| for
+        # |δ| ≤ 2 (here |δ| < 0.72): γ_2·3 = 3.6e-7 relative.
         np.testing.assert_allclose(plus, losses.kl(logp, ref_logp, kind=base), rtol=1e-6)
         g_plus = jax.grad(lambda x: jnp.sum(losses.kl(x, ref_logp, kind=base + "+")))(logp)
         g_k2 = jax.grad(lambda x: jnp.sum(losses.kl(x, ref_logp, kind="k2")))(logp)
-        np.testing.assert_allclose(g_plus, g_k2, rtol=1e-6)
+        np.testing.assert_allclose(g_plus, g_k2, rtol=1e-6)  # both 0.5·(2δ)·1: exact
     with pytest.warns(UserWarning, match="k1"):
         losses.kl_loss(logp, ref_logp, mask, kind="k1")
     with warnings.catch_warnings():
@@ -184,22 +201,31 @@ def test_kl_plus_variants_and_k1_warning():
     assert np.all(np.asarray(jax.grad(lambda x: jnp.sum(
         losses.kl_penalty(x, ref_logp, mask)))(logp)) == 0)
     beta = losses.adaptive_kl_coef(0.1, 0.5, target=0.1, horizon=1000, num_steps=100)
-    np.testing.assert_allclose(beta, 0.1 * (1 + 0.2 * 0.1), rtol=1e-6)
+    np.testing.assert_allclose(beta, 0.1 * (1 + 0.2 * 0.1), rtol=1e-6)  # 6 roundings: γ_6
 
 
 def test_entropy_matches_reference_and_is_stable():
     rng = np.random.default_rng(10)
     logits = (rng.normal(size=(2, 3, 11)) * 4).astype(np.float32)
+    # H = lse + Σ p·(−z), both ≥ 0: the shift, V exps and V-term sums, a log, products and a
+    # division: γ_{2V+3+2·8}·(1 + H) = 3.5e-6 at H ≥ 0.44 (here), below atol + rtol·H.
     np.testing.assert_allclose(losses.entropy(logits), ref.entropy(logits.astype(np.float64)),
                                rtol=1e-5, atol=1e-6)
+    # z + 1e4 rounds each logit by ≤ u·1e4: |ΔH| ≤ that · Σ p·|z − z̄| ≤ u·1e4·(max z − min z)
+    # = 6.9e-3 here (the modelling part; the two float32 evaluations add ≤ 2e-5).
     big = logits + 1e4
     np.testing.assert_allclose(losses.entropy(big), losses.entropy(logits), atol=1e-2)
     bf = losses.entropy(jnp.asarray(logits, jnp.bfloat16))
     assert bf.dtype == jnp.float32 and bf.shape == (2, 3)
     masked = np.concatenate([logits, np.full((2, 3, 2), -np.inf, np.float32)], axis=-1)
-    np.testing.assert_allclose(losses.entropy(masked), losses.entropy(logits), rtol=1e-6)
+    # −inf logits add exact zeros, but 13 terms reduce in another order than 11: two float32
+    # evaluations of the chain above.
+    h = np.asarray(losses.entropy(logits))
+    np.testing.assert_allclose(losses.entropy(masked), h, rtol=0, atol=numerics.reorder_atol(
+        2 * 13 + 3 + 2 * numerics.TRANSCENDENTAL_U, 1 + h.max()))
     grad = jax.grad(lambda x: jnp.sum(losses.entropy(x)))(masked)
     assert np.all(np.isfinite(grad))
+    # p = 1/4 and z = 0 exactly: one log, 8u = 4.8e-7 relative.
     np.testing.assert_allclose(losses.entropy(np.zeros((4,), np.float32)), np.log(4.0), rtol=1e-6)
 
 
@@ -207,6 +233,7 @@ def test_entropy_bonus_and_high_entropy_mask():
     rng = np.random.default_rng(11)
     ent = rng.random((B, T)).astype(np.float32)
     _, _, _, _, mask = _batch(11)
+    # The same float32 product −0.01·H on both sides.
     np.testing.assert_allclose(losses.entropy_bonus(ent, mask, coef=0.01),
                                np.where(mask, -0.01 * ent, 0.0), rtol=1e-6)
     for frac in (0.2, 0.5, 1.0):
@@ -235,11 +262,18 @@ def test_aggregate_matches_reference_and_microbatches_add_up(mode):
     values = rng.normal(size=(8, T)).astype(np.float32)
     mask = rng.random((8, T)) < 0.6
     mask[3] = False
+    # Row sums (T), a division, the sum over rows (8) and a division, whose terms are the
+    # same aggregate of |v| (the values cancel: a relative tolerance cannot hold).
+    chain = T + 8 + 2
+    size = ref.aggregate(np.abs(values), mask, mode)
     np.testing.assert_allclose(losses.aggregate(values, mask, mode),
-                               ref.aggregate(values, mask, mode), rtol=1e-5)
+                               ref.aggregate(values, mask, mode), rtol=0,
+                               atol=numerics.ref_atol(chain, size))
     np.testing.assert_allclose(losses.aggregate(values, mask, mode, num_tokens=17.0,
                                                 num_sequences=5.0, max_len=9),
-                               ref.aggregate(values, mask, mode, 17.0, 5.0, 9), rtol=1e-5)
+                               ref.aggregate(values, mask, mode, 17.0, 5.0, 9), rtol=0,
+                               atol=numerics.ref_atol(chain, ref.aggregate(np.abs(values), mask,
+                                                                           mode, 17.0, 5.0, 9)))
     # Garbage at masked positions is ignored.
     dirty = np.where(mask, values, np.nan).astype(np.float32)
     assert float(losses.aggregate(dirty, mask, mode)) == float(losses.aggregate(values, mask, mode))
@@ -249,7 +283,8 @@ def test_aggregate_matches_reference_and_microbatches_add_up(mode):
     kw = dict(num_tokens=counts["num_tokens"], num_sequences=num_seq, max_len=T)
     agg = jax.jit(lambda v, m: losses.aggregate(v, m, mode, **kw))
     micro = sum(float(agg(values[i:i + 2], mask[i:i + 2])) for i in range(0, 8, 2))
-    np.testing.assert_allclose(micro, losses.aggregate(values, mask, mode), rtol=1e-5)
+    np.testing.assert_allclose(micro, losses.aggregate(values, mask, mode), rtol=0,
+                               atol=numerics.reorder_atol(chain, size))
     with pytest.raises(ValueError, match="mode"):
         losses.aggregate(values, mask, "sum")
 
@@ -260,6 +295,7 @@ def test_value_loss_matches_reference(clip):
     _, _, _, _, mask = _batch(13)
     v, old, ret = (rng.normal(size=(B, T)).astype(np.float32) for _ in range(3))
     loss, metrics = losses.value_loss(v, old, ret, mask, clip=clip)
+    # The reference rounds the same float32 differences; a square (and max): 2γ_3 relative.
     np.testing.assert_allclose(loss, ref.value_loss(v, old, ret, mask, clip), rtol=1e-5, atol=1e-6)
     grad = jax.grad(lambda x: jnp.sum(losses.value_loss(x, old, _garbage(ret, mask, np.inf), mask,
                                                         clip=clip)[0]))(_garbage(v, mask, np.nan))

@@ -9,6 +9,8 @@ import pytest
 from rlvr_jax import rewards, sampling, scoring, tasks
 from rlvr_jax.train.config import arithmetic_config
 
+import numerics
+
 
 def _rollout(b, n=4, seed=0):
     rng = np.random.default_rng(seed)
@@ -39,6 +41,7 @@ def test_flip_rates_are_within_binomial_bounds(p1, p0):
     assert _within_binomial(false_neg, n_pos, p1) and _within_binomial(false_pos, n_neg, p0)
     assert m["reward/noise_false_negatives"] == false_neg       # The counts are the flips.
     assert m["reward/noise_false_positives"] == false_pos
+    # Exact float32 counts (< 2^24), one division: ≤ u relative.
     assert float(m["reward/noise_flip_fraction"]) == pytest.approx((false_neg + false_pos) / b)
 
 
@@ -55,7 +58,7 @@ def test_flips_are_seeded_by_the_seed_and_the_rollout():
 
 
 def test_weighted_reward_loses_or_gains_its_correctness_unit():
-    r = jnp.asarray([1.5, 0.5, 1.5, 0.5] * 64, jnp.float32)     # task (1) + 0.5 format
+    r = jnp.asarray([1.5, 0.5, 1.5, 0.5] * 64, jnp.float32)     # task (1) + 0.5 format: ±1 exact
     out = np.asarray(scoring.noisy(r, _rollout(256), fn_rate=1.0, fp_rate=1.0, seed=0)[0])
     np.testing.assert_allclose(out, np.asarray(r) + np.where(np.asarray(r) >= 1, -1.0, 1.0))
 
@@ -68,6 +71,7 @@ def test_backward_correction_makes_the_noisy_reward_unbiased():
     rw, _ = scoring.shape(jnp.asarray(truth), _rollout(b), shapers)
     observed = np.asarray(scoring.noisy(jnp.asarray(truth), _rollout(b), fn_rate=p1,
                                         fp_rate=p0, seed=0)[0])
+    # (r − p0)·scale: the same two float32 roundings on both sides (r ∈ {0, 1}): ≤ 2γ_2.
     np.testing.assert_allclose(rw, rewards.noise_corrected_reward(observed, fn_rate=p1,
                                                                   fp_rate=p0), rtol=1e-6)
     for cls in (0.0, 1.0):                                       # E[r̃ | r] = r per class
@@ -110,7 +114,7 @@ def test_majority_votes_on_the_verifiers_normalised_answers():
              "#### 7", "#### 8", "x", "y"]                            # group 2: tie, first
     scores, metrics = scoring.majority(texts, task.answer_key, 4)
     np.testing.assert_array_equal(scores, [1, 1, 0, 0, 1, 0, 0, 0])
-    assert metrics["reward/majority_share"] == pytest.approx((2 / 4 + 1 / 4) / 2)
+    assert metrics["reward/majority_share"] == pytest.approx((2 / 4 + 1 / 4) / 2)  # exact
 
 
 def test_self_certainty_over_the_answer_span(tok):
@@ -129,8 +133,10 @@ def test_self_certainty_over_the_answer_span(tok):
     span, logp = span[:2], np.log(np.full((2, n), 0.5, np.float32))
     logp[0, 5] = np.log(0.125)
     got = np.asarray(scoring.self_certainty(logp, span))
-    np.testing.assert_allclose(got, [np.exp((np.log(0.5) + np.log(0.125)) / 2), 0.5],
-                               rtol=1e-6)
+    # exp of the mean over n slots of float32 logs (NumPy's, a transcendental each): the mean
+    # errs by γ_{n+1+8}·|mean| (|mean| ≤ log 4), which exp makes relative, plus its own γ_8.
+    np.testing.assert_allclose(got, [np.exp((np.log(0.5) + np.log(0.125)) / 2), 0.5], rtol=(
+        numerics.ref_atol(n + 1, np.log(4.0), 1) + numerics.ref_atol(0, 1.0, 1)))
     assert float(scoring.self_certainty(logp, np.zeros_like(span))[0]) == 0.0
 
 

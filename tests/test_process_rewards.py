@@ -7,6 +7,10 @@ from rlvr_jax import advantages
 from tests.reference import advantages_ref
 from tests.reference import process_ref as ref
 
+# Against float64 references: a suffix sum of ≤ T float32 step rewards errs by γ_T·Σ|r|, a
+# min is exact, a difference of mins rounds once, the softmin (T = 0.5) takes a shift, an exp,
+# a T-term sum, a division and a product (γ_{T+11} relative, plus u·|r/T| for the shifted
+# exponent): all ≤ 0.08 of ATOL + RTOL·|x| for these rewards.
 RTOL, ATOL = 1e-5, 1e-5
 
 
@@ -43,8 +47,10 @@ def test_exact_min_form_summed_returns_are_the_future_minimum():
     r, e, m = _steps(2)
     rewritten = advantages.min_form_rewards(r, e, m)
     summed = advantages.discounted_returns(rewritten, m, gamma=1.0)
+    # The rewritten rewards round once each, their suffix sums add γ_T·Σ|r*|: ≤ 0.15 of atol.
     np.testing.assert_allclose(summed, ref.process_returns(r, e, m, "min"), atol=1e-5)
-    # Softmin with a small temperature approaches the minimum of the whole sequence.
+    # Softmin with a small temperature approaches the minimum of the whole sequence: it exceeds
+    # it by T·H(softmax) ≤ T·log K in exact arithmetic, ~e^(−gap/T) ≈ 0 for these gaps (≥ 0.8).
     soft = np.asarray(advantages.min_form_rewards(r, e, m, temperature=1e-3)).sum(1)
     first = np.asarray(advantages.process_returns(r, e, m, form="min"))[:, 0]
     np.testing.assert_allclose(soft, first, atol=1e-3)
@@ -58,6 +64,8 @@ def test_group_process_advantages_match_reference(form):
         got = advantages.group_process_advantages(r, e, m, num_samples=2, group_mask=mask,
                                                   form=form)
         want = ref.group_process_advantages(r, e, m, 2, form, 1e-6, mask)
+        # Standardised over the group's n ≤ 18 steps (see test_advantages' RTOL), then summed
+        # over ≤ T steps (sum form): ≤ 0.4 of this tolerance.
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
@@ -84,4 +92,6 @@ def test_process_token_rewards_through_reinforce_pp_match_reference():
             want_tokens[i, valid[-1]] = outcome[i]
     want_tokens += 0.5 * ref.min_form_rewards(r, e, m)
     want = advantages_ref.reinforce_plus_plus(want_tokens, m, 1.0)
+    # Suffix sums (2T) then whitening over the n tokens: the standardised bound with n + 2T,
+    # ≤ 0.2 of this tolerance.
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -16,6 +16,8 @@ from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import Placer
 from rlvr_jax.train.state import create_train_state
 
+import numerics
+
 P, G, TP, N = 8, 2, 10, 8
 MESH = {"data": 2, "fsdp": 4, "tensor": 1}
 
@@ -74,14 +76,18 @@ def test_rl_step_scores_with_the_reward_model_sharded_over_8_devices(setup, mode
         new, metrics, samples = rl_step(state, placer.batch(batch))
     ref = _reference_scores(rm_params, rm_config, batch, samples["tokens"], samples["mask"])
     assert np.std(ref) > 0.05  # The scores differ between completions: a real comparison.
-    np.testing.assert_allclose(np.asarray(samples["rewards"]), 2.0 * ref, atol=2e-5, rtol=2e-5)
+    # Two float32 forward passes (sharded vs not); the weight 2 is exact, the means add P·G.
+    numerics.assert_forward_close(np.asarray(samples["rewards"]) / 2.0, ref, rm_config, TP + N)
+    atol = numerics.reorder_atol(numerics.forward_chain(rm_config, TP + N) + P * G,
+                                 np.abs(ref).max())
     correct = _verifier(samples["tokens"], None, None)
+    # A mean of 0/1 values over P·G = 16 rows: exact.
     np.testing.assert_allclose(float(metrics["reward/correct"]), float(np.mean(correct)))
-    np.testing.assert_allclose(float(metrics["reward/reward_model"]), ref.mean(), atol=2e-5)
+    np.testing.assert_allclose(float(metrics["reward/reward_model"]), ref.mean(), atol=atol)
     if 0 < np.mean(correct) < 1:
         c = np.asarray(correct) > 0
         np.testing.assert_allclose(float(metrics["reward/reward_model_correct"]),
-                                   ref[c].mean(), atol=2e-5)
+                                   ref[c].mean(), atol=atol)
     for a, b in zip(jax.tree.leaves(new.reward_params), jax.tree.leaves(rm_params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # Frozen.
     assert float(metrics["train/update_norm"]) > 0.0
@@ -108,12 +114,16 @@ def test_mixed_with_the_verifier_and_metrics(setup):
     rewards, metrics = fn(rollout, jnp.asarray(batch["answers"]), rm_params)
     ref = _reference_scores(rm_params, rm_config, batch, tokens, mask)
     verdict = (tokens[:, 0] % 2 == 0).astype(np.float32)
-    np.testing.assert_allclose(np.asarray(rewards), verdict + 0.5 * ref, atol=2e-5)
-    assert float(metrics["reward/token"]) == pytest.approx(verdict.mean())
+    # Two float32 forward passes, then w·score + verdict (one more rounding, terms ≤ 1 + w·|s|).
+    np.testing.assert_allclose(np.asarray(rewards), verdict + 0.5 * ref, rtol=0,
+                               atol=numerics.reorder_atol(numerics.forward_chain(rm_config, TP + N)
+                                                          + 1, 1 + 0.5 * np.abs(ref).max()))
+    assert float(metrics["reward/token"]) == pytest.approx(verdict.mean())  # 0/1 over 16: exact
     s, c = ref.reshape(P, G), verdict.reshape(P, G)
     pairs = [(s[p, i] > s[p, j]) for p in range(P) for i in range(G) for j in range(G)
              if c[p, i] == 1 and c[p, j] == 0]
     expected = float(np.mean(pairs)) if pairs else 0.0
+    # A count over the pairs divided by their number: one rounding each side.
     assert float(metrics["reward/reward_model_agreement"]) == pytest.approx(expected)
 
 
@@ -144,6 +154,10 @@ def test_split_path_adds_the_reward_model_to_host_rewards(setup, tok, model_conf
     ref = _reference_scores(rm_params, rm_config, batch, samples["tokens"], samples["mask"])
     texts = scoring.decode_completions(tok, samples["tokens"], samples["mask"])
     host = np.array([verify(t, None) for t in texts], np.float32)
-    np.testing.assert_allclose(np.asarray(samples["rewards"]), host + 0.5 * ref, atol=2e-5)
-    np.testing.assert_allclose(float(metrics["reward/reward_model"]), ref.mean(), atol=2e-5)
-    assert float(metrics["reward/correct"]) == pytest.approx(float(np.mean(host >= 1)))
+    # As above: two float32 forward passes, one more rounding for the sum, P·G for the mean.
+    chain = numerics.forward_chain(rm_config, TP + N)
+    np.testing.assert_allclose(np.asarray(samples["rewards"]), host + 0.5 * ref, rtol=0,
+                               atol=numerics.reorder_atol(chain + 1, 1 + 0.5 * np.abs(ref).max()))
+    np.testing.assert_allclose(float(metrics["reward/reward_model"]), ref.mean(),
+                               atol=numerics.reorder_atol(chain + P * G, np.abs(ref).max()))
+    assert float(metrics["reward/correct"]) == pytest.approx(float(np.mean(host >= 1)))  # exact

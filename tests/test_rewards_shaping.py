@@ -49,7 +49,7 @@ def _dapo_formula(length_, max_length, buffer):
 
 
 def test_overlong_penalty_host_matches_formula():
-    for n in range(0, 40):
+    for n in range(0, 40):                           # the same float64 formula: equal
         assert length.overlong_penalty(n, max_length=32, buffer_length=8) == pytest.approx(
             _dapo_formula(n, 32, 8))
     assert length.overlong_penalty(24, max_length=32, buffer_length=8) == 0.0
@@ -63,6 +63,7 @@ def test_overlong_penalty_jit_and_numpy_match_host():
     got = np.asarray(f(jnp.asarray(lengths)))
     expected = np.array([_dapo_formula(int(n), 32, 8) for n in lengths], np.float32)
     assert got.dtype == np.float32
+    # Integers over 8: exact in float32 and float64.
     np.testing.assert_allclose(got, expected, atol=1e-6)
     np.testing.assert_allclose(length.overlong_penalty_np(lengths, max_length=32, buffer_length=8),
                                expected, atol=1e-6)
@@ -98,7 +99,7 @@ def test_majority_vote_rewards():
     assert rewards.dtype == np.float32 and rewards.shape == (4, 4)
     np.testing.assert_array_equal(rewards, [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
     assert info["majority"][:3] == ["7", "1/2", None] and info["majority"][3] is None
-    np.testing.assert_allclose(info["share"], [0.5, 0.5, 0.0, 0.25])
+    np.testing.assert_allclose(info["share"], [0.5, 0.5, 0.0, 0.25])  # counts / 4: exact
     np.testing.assert_array_equal(info["has_label"], [True, True, False, False])
     rewards, _ = consensus.majority_vote_rewards(answers[3:], min_share=0.0)
     np.testing.assert_array_equal(rewards, [[1, 0, 0, 0]])
@@ -126,6 +127,7 @@ def test_combined_reward():
     fn = combine.CombinedReward([combine.RewardTerm("correct", math_reward, 1.0),
                                  combine.RewardTerm("format", lambda c, r: fmt.format_reward(c), 0.2)])
     out = fn("<think>3+4</think><answer>7</answer>", "7")
+    # 0 + 1.0 + 0.2 == 1.2 in float64.
     assert out == {"correct": 1.0, "format": 1.0, "reward": pytest.approx(1.2)}
     out = fn("\\boxed{8}", "7")
     assert out == {"correct": 0.0, "format": 0.0, "reward": 0.0}
@@ -143,6 +145,7 @@ def test_combine_components_arrays_and_jit_lengths():
     over = length.overlong_penalty_jnp(lengths, max_length=32, buffer_length=4)
     total, metrics = combine.combine_components({"correct": correct, "overlong": np.asarray(over)},
                                                 {"correct": 1.0, "overlong": 1.0})
+    # Sums and means of small dyadic values: exact.
     np.testing.assert_allclose(total, [1.0, -0.5, 0.25, 0.0], atol=1e-6)
     assert metrics["reward/correct/mean"] == pytest.approx(0.75)
     assert metrics["reward/overlong/mean"] == pytest.approx((0 - 0.5 - 0.75 - 1) / 4)
@@ -160,10 +163,12 @@ def test_noise_corrected_reward_is_unbiased(fn_rate, fp_rate):
     corrected = noise.noise_corrected_reward(np.array([0.0, 1.0], np.float32),
                                              fn_rate=fn_rate, fp_rate=fp_rate)
     # E[r~ | r=1] = (1-fn) r~(1) + fn r~(0);  E[r~ | r=0] = fp r~(1) + (1-fp) r~(0)
+    # Each r~ rounds 1 − fp (or −fp), the scale and the product in float32: γ_3 relative, so the
+    # expectations err by ≤ γ_3·(terms ≤ 1.1) = 2e-7.
     assert (1 - fn_rate) * corrected[1] + fn_rate * corrected[0] == pytest.approx(1.0, abs=1e-6)
     assert fp_rate * corrected[1] + (1 - fp_rate) * corrected[0] == pytest.approx(0.0, abs=1e-6)
     jitted = jax.jit(lambda r: noise.noise_corrected_reward(r, fn_rate=fn_rate, fp_rate=fp_rate))
-    np.testing.assert_allclose(jitted(jnp.array([0.0, 1.0])), corrected, rtol=1e-6)
+    np.testing.assert_allclose(jitted(jnp.array([0.0, 1.0])), corrected, rtol=1e-6)  # ≤ 2γ_2
 
 
 def test_noise_corrected_reward_bad_rates():

@@ -57,7 +57,7 @@ def test_reward_correct_means_the_same_in_every_path(overlong_buffer):
     np.testing.assert_array_equal(np.asarray(d_rewards), np.asarray(h_rewards))
     if overlong_buffer:  # Lengths 5 and 6 of budget 6 with a buffer of 4 are penalised.
         assert float(d_metrics["reward/overlong"]) < 0.0
-        assert float(d_rewards[0]) == pytest.approx(VERDICTS[0] - 1.0)
+        assert float(d_rewards[0]) == pytest.approx(VERDICTS[0] - 1.0)  # small dyadics: exact
     else:
         np.testing.assert_array_equal(np.asarray(d_rewards), VERDICTS)
 
@@ -72,6 +72,7 @@ def test_shapers_run_in_order_and_merge_metrics():
         return 2.0 * r, {"reward/doubled": jnp.ones(())}
 
     rewards, metrics = scoring.shape(jnp.asarray(VERDICTS), rollout, (plus_one, doubled))
+    # r + 1 rounds once in float32 on both sides, the doubling is exact: equal.
     np.testing.assert_allclose(np.asarray(rewards), 2.0 * (VERDICTS + 1.0))
     assert set(metrics) == {"reward/plus", "reward/doubled"}
     assert scoring.rollout_shapers(RLConfig(num_prompts=1), N) == ()
@@ -84,8 +85,10 @@ def test_kl_in_reward_sequence_and_token_level():
     valid = jnp.asarray([True, True, True, False])
     rewards = jnp.ones((2, 2), jnp.float32)
     seq, metrics = scoring.kl_in_reward(rewards, kl_tok, mask, valid, 0.1, per_token=False)
+    # Σ 0.5 = 1.5 exactly; float32(0.1), β·1.5 and 1 − β·1.5 round once each: the error is
+    # ≤ u·(0.15 + 0.15 + 0.85) = 6.9e-8 < the default rtol 1e-7 · 0.85.
     np.testing.assert_allclose(np.asarray(seq), 1.0 - 0.1 * 1.5)
-    assert float(metrics["kl/reward_kl"]) == pytest.approx(0.5)
+    assert float(metrics["kl/reward_kl"]) == pytest.approx(0.5)  # 1.5 / 3, 0.5·3 / 3: exact
     tok_level, _ = scoring.kl_in_reward(rewards, kl_tok, mask, valid, 0.1, per_token=True)
     np.testing.assert_array_equal(np.asarray(tok_level), np.asarray(rewards))
 

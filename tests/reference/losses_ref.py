@@ -83,6 +83,7 @@ def entropy(logits):
 
 
 def aggregate(values, mask, mode, num_tokens=None, num_sequences=None, max_len=None):
+    values = np.asarray(values, np.float64)
     b, t = values.shape
     rows = []
     for i in range(b):
