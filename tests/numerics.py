@@ -29,15 +29,32 @@ def reorder_atol(chain: int, magnitude: float) -> float:
     return 2 * gamma(chain) * magnitude
 
 
+# XLA CPU's exp, log, log1p, expm1, pow and tanh (and NumPy's float32 SIMD ones) are polynomial
+# approximations, not correctly rounded, and a vectorised loop and its scalar tail may differ.
+# Each call is charged TRANSCENDENTAL_U roundings (4 ulp); the worst seen here over 5·10^5
+# arguments: exp 1.4 u, log 2.0 u, log1p 3.4 u, tanh 4.6 u, expm1 5.7 u.
+TRANSCENDENTAL_U = 8
+
+
+def ref_atol(chain: int, magnitude, transcendentals: int = 0):
+    """Bound on |a − exact| for ONE float32 evaluation compared with a float64 or exact value
+    (one-sided; two float32 programs get twice this, as reorder_atol): γ_k · magnitude with
+    k = `chain` roundings on the longest chain (a reduction of n terms counts n) plus
+    TRANSCENDENTAL_U per transcendental call on it; `magnitude` is the size of the terms
+    (Σ|x_i| of a sum, not |Σ x_i| when they cancel). Arrays broadcast."""
+    return gamma(chain + TRANSCENDENTAL_U * transcendentals) * magnitude
+
+
 def forward_chain(cfg, length: int) -> int:
     """Additions on the longest reduction chain of one decoder forward pass to the logits:
     per layer two RMS norms (D each), a q/k/v projection (D), scores (head_dim), the softmax
     sum and the weighted sum of values (≤ `length` each), the output projection
-    (n_heads·head_dim) and the MLP (D in, d_ff out); then the final norm (D) and the LM head
-    (D), plus the log-softmax's sum over the vocabulary (V)."""
+    (n_heads·head_dim) and the MLP (D in, d_ff out), and six transcendental calls (two rsqrt,
+    RoPE's cos/sin, the softmax's exp, SiLU's exp); then the final norm (D) and the LM head
+    (D), plus the log-softmax's sum over the vocabulary (V) and its exp and log."""
     d, f, l, v, h = cfg.d_model, cfg.d_ff, cfg.n_layers, cfg.vocab_size, cfg.head_dim
-    per_layer = 2 * d + d + h + 2 * length + cfg.n_heads * h + d + f
-    return l * per_layer + 2 * d + v
+    per_layer = 2 * d + d + h + 2 * length + cfg.n_heads * h + d + f + 6 * TRANSCENDENTAL_U
+    return l * per_layer + 2 * d + v + 3 * TRANSCENDENTAL_U
 
 
 def gradient_chain(cfg, length: int, tokens: int) -> int:
@@ -63,12 +80,11 @@ def assert_forward_close(got, want, cfg, length: int, *, extra: int = 0, magnitu
 
 def log_softmax_atol(scaled) -> float:
     """Bound on a float32 log-softmax entry of the float64 logits `scaled` [..., V] against
-    its float64 value: the logits' rounding (u each), the max-shift and exp (≤ 4 u, XLA's
-    vectorised exp is not correctly rounded), the sum of V exps (γ_V, terms ≤ 1), the log
-    and the subtraction (≤ 4 u + u), all relative to max|scaled| + log V."""
+    its float64 value: the logits' rounding and the max-shift (2 u), an exp, the sum of V
+    exps (γ_V, terms ≤ 1), a log and the subtraction (u), all relative to max|scaled| + log V."""
     scaled = np.asarray(scaled, np.float64)
     v = scaled.shape[-1]
-    return gamma(v + 10) * (float(np.max(np.abs(scaled))) + np.log(v))
+    return ref_atol(v + 3, float(np.max(np.abs(scaled))) + np.log(v), transcendentals=2)
 
 
 def parity_atol(cfg, length: int, want, *, extra: int = 0) -> float:
@@ -166,19 +182,3 @@ def assert_adam_first_step_close(p_a, p_b, g_a, g_b, *, lr: float, eps: float,
         assert np.all(excess <= 0), (
             f"{int(np.sum(excess > 0))} of {x.size} entries differ by more than Adam's "
             f"first-step bound; worst excess {float(np.max(excess)):.3g}")
-
-
-# XLA CPU's exp, log, log1p, expm1, pow and tanh (and NumPy's float32 SIMD ones) are polynomial
-# approximations, not correctly rounded, and a vectorised loop and its scalar tail may differ.
-# Each call is charged TRANSCENDENTAL_U roundings (4 ulp); the worst seen here over 5·10^5
-# arguments: exp 1.4 u, log 2.0 u, log1p 3.4 u, tanh 4.6 u, expm1 5.7 u.
-TRANSCENDENTAL_U = 8
-
-
-def ref_atol(chain: int, magnitude, transcendentals: int = 0):
-    """Bound on |a − exact| for ONE float32 evaluation compared with a float64 or exact value
-    (one-sided; two float32 programs get twice this, as reorder_atol): γ_k · magnitude with
-    k = `chain` roundings on the longest chain (a reduction of n terms counts n) plus
-    TRANSCENDENTAL_U per transcendental call on it; `magnitude` is the size of the terms
-    (Σ|x_i| of a sum, not |Σ x_i| when they cancel). Arrays broadcast."""
-    return gamma(chain + TRANSCENDENTAL_U * transcendentals) * magnitude
