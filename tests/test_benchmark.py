@@ -52,7 +52,7 @@ def test_train_and_rl_step_benchmarks_print_json(capsys):
     assert train["benchmark"] == "train" and train["sequences"] == 8
     assert train["tokens_per_s"] > 0 and 0 < train["mfu_vs_799"] < 1
     assert train["mfu_vs_989"] < train["mfu_vs_799"]
-    benchmark.main(["rl_step", "--preset", "tiny", "--repeats", "1"])
+    benchmark.main(["rl_step", "--preset", "tiny", "--repeats", "1", "--microbatches", "2"])
     step = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert step["generated_tokens"] == 4 * 2 * 16
     assert step["step_s"] >= step["sampling_s"] + step["update_s"] > 0

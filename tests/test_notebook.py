@@ -53,7 +53,9 @@ def test_quickstart_notebook_runs(monkeypatch, tmp_path):
         import nbclient
         import nbformat
         nb = nbformat.read(NOTEBOOK, as_version=4)
-        monkeypatch.setenv("XLA_FLAGS", os.environ["RLVR_JAX_TEST_XLA_FLAGS"])  # one CPU device
+        # The kernel keeps conftest's XLA_FLAGS (they are part of the compile-cache key; the
+        # run itself uses one device, mesh.num_devices = 1): its quick run has the shapes of
+        # configs/grpo_arithmetic.py's run in tests/test_configs.py and reuses its programs.
         monkeypatch.delenv("MPLBACKEND", raising=False)   # the kernel's inline backend
         client = nbclient.NotebookClient(nb, timeout=240, kernel_name="python3",
                                          resources={"metadata": {"path": str(tmp_path)}})

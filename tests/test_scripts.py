@@ -163,21 +163,24 @@ def _synthetic_metrics(path):
 
 
 @pytest.mark.skipif(not HAS_MPL, reason="matplotlib (viz extra) not installed")
-def test_plot_script_writes_png(tmp_path):
+def test_plot_script_writes_png(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
     _synthetic_metrics(run / "metrics.jsonl")
-    proc = _run_script("plot.py", str(run), "--smooth", "0.5", timeout=120)
+    proc = _run_script("plot.py", str(run), "--smooth", "0.5", timeout=120)  # The real CLI.
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "6 curves" in proc.stdout
     png = (run / "metrics.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    # The other two invocations call its main() in-process (no second interpreter start).
+    plot = _script_module("plot.py")
     out = tmp_path / "two.png"
-    proc = _run_script("plot.py", str(run / "metrics.jsonl"), "--keys",
-                       "eval/pass@1,loss/kl", "--out", str(out), timeout=120)
-    assert proc.returncode == 0 and "2 curves" in proc.stdout and out.stat().st_size > 5_000
-    proc = _run_script("plot.py", str(run), "--keys", "no/such", timeout=120)
-    assert proc.returncode != 0 and "no/such" in proc.stderr
+    capsys.readouterr()
+    plot.main([str(run / "metrics.jsonl"), "--keys", "eval/pass@1,loss/kl", "--out", str(out)])
+    assert "2 curves" in capsys.readouterr().out and out.stat().st_size > 5_000
+    with pytest.raises(SystemExit) as e:
+        plot.main([str(run), "--keys", "no/such"])
+    assert e.value.code != 0 and "no/such" in capsys.readouterr().err
 
 
 def test_evaluate_from_a_training_runs_checkpoint(tokenizer, tmp_path, monkeypatch):
