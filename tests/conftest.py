@@ -14,6 +14,8 @@ import os
 _FLAGS = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _FLAGS:
     _FLAGS += " --xla_backend_optimization_level=0"
+if "xla_cpu_use_fusion_emitters" not in _FLAGS:
+    _FLAGS += " --xla_cpu_use_fusion_emitters=false"
 # For a subprocess that must see ONE CPU device (a user's set-up) and compile like the tests
 # (machine code at another optimisation level rounds some results differently).
 os.environ["RLVR_JAX_TEST_XLA_FLAGS"] = _FLAGS.strip()
