@@ -10,7 +10,7 @@ models compile time dominates the suite (measured: a config's one-step run 65 s 
 the interrupted-and-resumed run 66 s -> 42 s with an empty compile cache). Fusions are emitted by
 XLA CPU's legacy loop emitters (--xla_cpu_use_fusion_emitters=false), which compile far faster at
 that level (the model-heavy test files: 150.6 s -> 88.2 s CPU, cold cache; the whole suite on a
-fresh clone: tests 5 min 14 s -> 3 min 14 s together with --dist loadfile). Users' runs keep
+fresh clone: tests 5 min 14 s -> 3 min 14 s / 3 min 27 s in two runs, with --dist loadfile). Users' runs keep
 XLA's defaults; both change only rounding, which the tolerances (tests/numerics.py) allow for.
 """
 import os

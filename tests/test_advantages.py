@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 
 from rlvr_jax import advantages
+from tests import numerics
 from tests.reference import advantages_ref as ref
-
-import numerics
 
 # Against float64 references. A standardised value A = (r − mean)/std over n rewards of size
 # ≤ M errs by ≤ γ_{n+2}·(M/std)·(1 + 2|A|) + γ_{n+5}·|A| (the centred values by γ_{n+2}·M, the

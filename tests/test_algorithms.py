@@ -164,20 +164,6 @@ def test_ppo_value_loss_decreases_and_both_models_move(tok, params, model_config
     assert np.isfinite(m["value/value_clip_frac"])
 
 
-def test_gae_advantages_are_whitened_token_level(tok, params, model_config, rollout):
-    """With values 0 (the head starts at 0) and γ = λ = 1, A_t = R − 0 on every token, then
-    whitened over the valid tokens: the metrics match the formula computed here in numpy."""
-    _, _, _, m = _first_update("ppo", tok, params, model_config, rollout)
-    valid = np.arange(N)[None, :] < LENGTHS[:, None]
-    raw = np.where(valid, REWARDS.reshape(-1)[:, None], 0.0)[valid]
-    white = (raw - raw.mean()) / np.sqrt(raw.var(ddof=1) + 1e-8)
-    np.testing.assert_allclose(m["advantages/mean"], 0.0, atol=_whitened_atol(raw))
-    np.testing.assert_allclose(m["advantages/min"], white.min(), atol=_whitened_atol(raw))
-    np.testing.assert_allclose(m["advantages/max"], white.max(), atol=_whitened_atol(raw))
-    np.testing.assert_allclose(m["advantages/abs_mean"], np.abs(white).mean(),
-                               atol=_whitened_atol(raw))
-
-
 def _whitened_atol(raw):
     """float32 whitening of the n values `raw` (and a mean of the results) against float64:
     the mean and the variance are sums of n terms (γ_n each, relative to max|raw|), which
@@ -188,6 +174,20 @@ def _whitened_atol(raw):
     std = float(np.std(raw, ddof=1))
     white = float(np.max(np.abs((raw - raw.mean()) / std)))
     return numerics.ref_atol(2 * n + 6, (big / std) * (1 + 2 * white) + white, 1)
+
+
+def test_gae_advantages_are_whitened_token_level(tok, params, model_config, rollout):
+    """With values 0 (the head starts at 0) and γ = λ = 1, A_t = R − 0 on every token, then
+    whitened over the valid tokens: the metrics match the formula computed here in numpy."""
+    _, _, _, m = _first_update("ppo", tok, params, model_config, rollout)
+    valid = np.arange(N)[None, :] < LENGTHS[:, None]
+    raw = np.where(valid, REWARDS.reshape(-1)[:, None], 0.0)[valid]
+    white = (raw - raw.mean()) / np.sqrt(raw.var(ddof=1) + 1e-8)
+    atol = _whitened_atol(raw)
+    np.testing.assert_allclose(m["advantages/mean"], 0.0, atol=atol)
+    np.testing.assert_allclose(m["advantages/min"], white.min(), atol=atol)
+    np.testing.assert_allclose(m["advantages/max"], white.max(), atol=atol)
+    np.testing.assert_allclose(m["advantages/abs_mean"], np.abs(white).mean(), atol=atol)
 
 
 def test_gae_needs_a_value_model(tok, params, model_config, rollout):

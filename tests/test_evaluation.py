@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 
 from rlvr_jax import evaluation
+from tests import numerics
 from tests.reference import evaluation_ref as ref
-
-import numerics
 
 
 def _pass_at_k_atol(n, c, k):

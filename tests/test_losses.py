@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from rlvr_jax import losses
+from tests import numerics
 from tests.reference import losses_ref as ref
-
-import numerics
 
 B, T = 6, 7
 # Per-token values against float64 references: logp − old rounds alike on both sides, then one

@@ -8,8 +8,7 @@ import pytest
 
 from rlvr_jax import rewards, sampling, scoring, tasks
 from rlvr_jax.train.config import arithmetic_config
-
-import numerics
+from tests import numerics
 
 
 def _rollout(b, n=4, seed=0):

@@ -15,8 +15,7 @@ from rlvr_jax.data import datasets
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import Placer
 from rlvr_jax.train.state import create_train_state
-
-import numerics
+from tests import numerics
 
 P, G, TP, N = 8, 2, 10, 8
 MESH = {"data": 2, "fsdp": 4, "tensor": 1}

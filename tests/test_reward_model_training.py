@@ -10,8 +10,7 @@ from rlvr_jax import tasks
 from rlvr_jax.data import datasets
 from rlvr_jax.models import reward_model
 from rlvr_jax.train import reward_model as rm_train
-
-import numerics
+from tests import numerics
 
 TASK = tasks.get("arithmetic", ops=("add",), min_digits=1, max_digits=2, style="steps")
 

@@ -11,6 +11,7 @@ there, plus a kill deadline).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 import signal
@@ -161,7 +162,6 @@ def _score_off_main_thread(completion: str, reference, timeout_s: int) -> float:
     """math-verify from a non-main thread: one call in a helper process (one per
     ``timeout_s``), whose main thread keeps math-verify's ``SIGALRM`` timeouts, killed after
     :data:`THREAD_POOL_TIMEOUTS` times ``timeout_s``."""
-    import functools
     from rlvr_jax.rewards.pool import RewardPool
     with _THREAD_POOL_LOCK:
         pool = _THREAD_POOLS.get(timeout_s)
