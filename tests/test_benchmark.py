@@ -6,6 +6,8 @@ import subprocess
 import sys
 
 import jax
+import numpy as np
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE_KEYS = {"benchmark", "preset", "dtype", "prompts", "samples", "sequences", "prompt_len",
@@ -69,3 +71,17 @@ def test_decode_cost_benchmark_prints_the_step_and_the_rollout(capsys):
     rollout = cost["rollout"]
     assert rollout["cache_window"] == 8 and [s for s, _ in rollout["phases"]] == [16, 24, 31]
     assert rollout["bytes_per_step"] < cost["bytes_accessed"]  # Fewer unfilled slots read.
+
+
+def test_real_length_draws_follow_the_recipe():
+    from rlvr_jax import workloads
+    n = 512
+    c = workloads.completion_lengths(256, n, seed=0)
+    z = np.random.default_rng(0).standard_normal(256)  # The recipe, written out independently.
+    expected = np.minimum(n, np.maximum(1, np.round(np.exp(np.log(0.35 * n) - 0.5 + z))))
+    np.testing.assert_array_equal(c, expected)
+    p = workloads.prompt_lengths(32, 128, seed=0)
+    assert p.dtype == np.int32 and p.min() >= 32 and p.max() <= 128
+    np.testing.assert_array_equal(p, workloads.prompt_lengths(32, 128, seed=0))
+    with pytest.raises(ValueError, match="new_tokens"):
+        workloads.completion_lengths(4, 0)
