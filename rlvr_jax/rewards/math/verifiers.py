@@ -21,6 +21,7 @@ import time
 from rlvr_jax.rewards.math import equiv as _equiv
 from rlvr_jax.rewards.math import normalize as _norm
 from rlvr_jax.rewards.math import parse as _parse
+from rlvr_jax.rewards.math import units as _units
 from rlvr_jax.rewards.math.extract import _answer_region, _box_spans, extract_answer, live_boxes
 
 MV_TIMEOUT_S = 3           # default per parse and per comparison (SIGALRM: whole seconds)
@@ -93,7 +94,7 @@ def _rule_decides(a: str, b: str) -> bool:
     on both sides, a percentage, or a decimal approximation of a non-terminating value."""
     if _norm.split_choice(a) or _norm.split_choice(b):
         return True
-    if _norm.split_unit(a)[1] and _norm.split_unit(b)[1]:
+    if _units.split_unit(a)[1] and _units.split_unit(b)[1]:
         return True
     if a.rstrip().endswith("%") or b.rstrip().endswith("%"):
         return True
@@ -118,7 +119,7 @@ def _math_verify_core(completion: str, reference, timeout_s: int | None) -> floa
     if short and _rule_decides(a, b):
         return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
     region, tagged = _answer_region(completion)
-    preds = [f"${_to_latex(_norm.split_unit(a)[0])}$"] if len(a) <= _parse.MAX_ANSWER_CHARS else []
+    preds = [f"${_to_latex(_units.split_unit(a)[0])}$"] if len(a) <= _parse.MAX_ANSWER_CHARS else []
     if not tagged and not _box_spans(region):
         preds.append(region[-4000:])  # no box and no tag: also math-verify's own extraction
     # The fallback parse and the last parse start within these (no limit: timeouts off).
@@ -126,7 +127,7 @@ def _math_verify_core(completion: str, reference, timeout_s: int | None) -> floa
     start = time.monotonic()
     with _outer_alarm_kept() if timeout_s else contextlib.nullcontext():
         try:
-            gold = mv.parse(f"${_to_latex(_norm.split_unit(b)[0])}$",
+            gold = mv.parse(f"${_to_latex(_units.split_unit(b)[0])}$",
                             parsing_timeout=timeout_s) if short else []
             if not gold and time.monotonic() - start < fallback_by:  # e.g. a worked reference
                 gold = mv.parse(str(reference)[-4000:], parsing_timeout=timeout_s)
