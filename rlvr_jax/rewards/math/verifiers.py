@@ -22,7 +22,8 @@ from rlvr_jax.rewards.math import equiv as _equiv
 from rlvr_jax.rewards.math import normalize as _norm
 from rlvr_jax.rewards.math import parse as _parse
 from rlvr_jax.rewards.math import units as _units
-from rlvr_jax.rewards.math.extract import _answer_region, _box_spans, extract_answer, live_boxes
+from rlvr_jax.rewards.math.extract import (_answer_region, _box_spans, extract_answer,
+                                           final_list, live_boxes)
 
 MV_TIMEOUT_S = 3           # default per parse and per comparison (SIGALRM: whole seconds)
 THREAD_POOL_TIMEOUTS = 5   # the helper process is killed after this many times timeout_s
@@ -53,6 +54,14 @@ def _prediction(completion: str, reference, **kw) -> str | None:
                 return None
             if ref[0] == "set" and len(ref[1]) == len(boxes):
                 return ", ".join(boxes)
+        listed = final_list(completion) if not boxes else []
+        if len(listed) >= 2:  # "so $x = -3$ or $x = 2$." against a list reference
+            try:
+                ref = _equiv.structure(_norm.normalize_answer(reference))
+            except (ValueError, RecursionError):
+                return None
+            if ref[0] == "set" and len(ref[1]) == len(listed):
+                return ", ".join(listed)
     return pred
 
 
