@@ -122,7 +122,8 @@ def structure(s: str):
             return ("interval", s[0], s[-1], inner)
     items = split_top(s)
     if len(items) >= 2:
-        return _list_structure(items)
+        return _list_structure(items, joined_by_or=bool(re.search(r"\bor\b", s))
+                               and not re.search(r"[,;]", s))
     ineq = _inequality(s)
     if ineq is not None:
         return ineq
@@ -135,12 +136,13 @@ def structure(s: str):
     return ("atom", s)
 
 
-def _list_structure(items: list[str]):
-    """A top-level list: inequalities joined by "or" are a union (``x<-1 or x>2``);
+def _list_structure(items: list[str], joined_by_or: bool):
+    """A top-level list: inequalities joined by "or" are a union (``x<-1 or x>2``; joined
+    by commas they are ambiguous: a list, which matches no interval);
     assignments to distinct letters are a point (``x = 2, y = -3`` is ``(2, -3)``); else an
     unordered list of solutions."""
     ineqs = [_inequality(p) for p in items]
-    if all(ineqs):
+    if joined_by_or and all(ineqs):
         return ("union", ineqs)
     names = [re.match(r"([a-zA-Z])\s*=(?!=)", p) for p in items]
     if all(names) and len({m.group(1) for m in names}) == len(items):

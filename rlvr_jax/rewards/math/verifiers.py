@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 
+from rlvr_jax.rewards.math import choices as _choices
 from rlvr_jax.rewards.math import equiv as _equiv
 from rlvr_jax.rewards.math import normalize as _norm
 from rlvr_jax.rewards.math import parse as _parse
@@ -38,7 +39,14 @@ def math_reward(completion: str, reference, *, fallback_last_number: bool = True
     """
     pred = _prediction(completion, reference, fallback_last_number=fallback_last_number,
                        several_boxed=several_boxed)
-    return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
+    return 1.0 if _decided_by_rules(completion, pred, reference) else 0.0
+
+
+def _decided_by_rules(completion: str, pred, reference) -> bool:
+    """The rule verdict: equivalence, or a letter and a value matched through the options
+    the completion lists (:mod:`.choices`)."""
+    return (_equiv.answers_equivalent(pred, reference)
+            or _choices.via_options(completion, pred, reference))
 
 
 def _prediction(completion: str, reference, **kw) -> str | None:
@@ -126,7 +134,7 @@ def _math_verify_core(completion: str, reference, timeout_s: int | None) -> floa
         return 0.0
     short = max(len(a), len(b)) <= _parse.MAX_ANSWER_CHARS
     if short and _rule_decides(a, b):
-        return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
+        return 1.0 if _decided_by_rules(completion, pred, reference) else 0.0
     region, tagged = _answer_region(completion)
     preds = [f"${_to_latex(_units.split_unit(a)[0])}$"] if len(a) <= _parse.MAX_ANSWER_CHARS else []
     if not tagged and not _box_spans(region):
