@@ -7,6 +7,7 @@ no answer.
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 MAX_BOX_CHARS = 4000  # a longer box is no answer (and scanning stays linear)
@@ -165,7 +166,7 @@ _CONCLUDES = re.compile(r"\b(?:therefore|thus|hence|so|answer|total|final|result
 
 def _without_remarks(text: str) -> str:
     """``text`` up to a trailing check or closing remark (see :data:`_ASIDE`)."""
-    for m in _ASIDE.finditer(text):
+    for m in itertools.islice(_ASIDE.finditer(text), 16):  # bounded work on repeated remarks
         head, tail = text[:m.start()], text[m.start():]
         if _NUMBER_UNIT.search(head) and not _CONCLUDES.search(tail):
             return head

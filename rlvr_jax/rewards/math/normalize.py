@@ -72,7 +72,12 @@ def _mixed_to_sum(m: re.Match) -> str:
 
 
 def normalize_answer(answer, *, strip_assign: bool = True) -> str:
-    """A canonical string form: LaTeX noise, ``$``, spacing, assignments and degree signs removed.
+    """A canonical string form: LaTeX noise, ``$``, spacing and assignments removed.
+
+    A degree sign ending a value becomes the unit word ``degree`` (``90^\\circ`` →
+    ``90 degree``), others are dropped; ``∞`` → ``\\infty``, ``\\langle…\\rangle`` → ``(…)``,
+    ``\\colon`` → ``:``. ``strip_assign=False`` keeps an assignment ``y = 2x`` (to compare
+    equations).
 
     ``\\dfrac``/``\\tfrac`` become ``\\frac``, ``\\text{..}`` its contents (so units become
     trailing words), ``1{,}000``/``1,000``/``1 000`` become ``1000``, ``x = 3`` becomes ``3``,
