@@ -39,6 +39,9 @@ def test_bad_days_set_at_target():
     ("y = 2x + 3", "2x - y + 3 = 0", True), ("y = 2x + 3", "y = -2x - 3", False),  # equations
     ("x^2+y^2=25", "(x-1)(x^2+y^2-25)=0", False),
     ("(2, -3)", "x = 2, y = -3", True), ("\\{-3, 2\\}", "x = 2, y = -3", False),  # points
+    ("x = -5, p = 3", "-5, 3", True), ("x = -5, p = 3", "3, -5", False),        # ... in order
+    ("x = 2, y = 3", "y = 3, x = 2", True),                                     # ... by name
+    ("1,22", "1.22", True), ("V_1:V_2 = 11:21", "11:21", True),  # reference forms (others')
     ("\\{1, 2\\}", "(1, 2)", False), ("(1, 2)", "\\{1, 2\\}", False),               # tuple vs set
     ("(0, 5)", "(0, 2) \\cup [2, 5)", True), ("(0, 5)", "(0, 2) \\cup (2, 5)", False),
     ("(-\\infty,-2)\\cup(-2,\\infty)", "x \\neq -2", True), ("(-\\infty, \\infty)", "\\mathbb{R}", True),
@@ -78,6 +81,7 @@ def test_conventions(ref, cand, ok):
     # "x = a or x = b" ending the response answers a list reference, never a single value.
     ("So $x = -3$ or $x = 2$.", "-3, 2", True), ("So $x = -3$ or $x = 2$.", "2", False),
     ("We get $(1+2+3+4+5+6)/6 = 3,5$.", "3.5", True),
+    ("We find that $x \\neq 3$.", "x != 3", True), ("We find that $x \\neq 3$.", "3", False),
 ])
 def test_extraction_conventions(completion, ref, ok):
     assert rm.math_reward(completion, ref) == float(ok)

@@ -96,8 +96,8 @@ def _inequality(s: str):
 
 def structure(s: str):
     """``("union", [..])``, ``("set", [..])``, ``("interval", open, close, [..])`` (also tuples
-    and vectors), ``("matrix", rows)``, ``("ratio", terms)`` or ``("atom", s)`` for a
-    normalised answer."""
+    and vectors), ``("point", names, values)``, ``("matrix", rows)``, ``("ratio", terms)`` or
+    ``("atom", s)`` for a normalised answer."""
     s = re.sub(r"^either\s+", "", s.strip(), flags=re.IGNORECASE)
     s = s.replace("\\varnothing", "\\emptyset")
     rewritten = _forms.set_rewrite(s) or _forms.scaled_matrix(s)
@@ -139,14 +139,15 @@ def structure(s: str):
 def _list_structure(items: list[str], joined_by_or: bool):
     """A top-level list: inequalities joined by "or" are a union (``x<-1 or x>2``; joined
     by commas they are ambiguous: a list, which matches no interval);
-    assignments to distinct letters are a point (``x = 2, y = -3`` is ``(2, -3)``); else an
+    assignments to distinct letters are a named point (``x = 2, y = -3``: ``(2, -3)``, or the
+    list ``2, -3`` in that order, or ``y = -3, x = 2``); else an
     unordered list of solutions."""
     ineqs = [_inequality(p) for p in items]
     if joined_by_or and all(ineqs):
         return ("union", ineqs)
     names = [re.match(r"([a-zA-Z])\s*=(?!=)", p) for p in items]
     if all(names) and len({m.group(1) for m in names}) == len(items):
-        return ("interval", "(", ")", [_norm.strip_assignment(p) for p in items])
+        return ("point", [m.group(1) for m in names], [_norm.strip_assignment(p) for p in items])
     items = [_norm.strip_assignment(p) for p in items]
     return ("set", [x for it in items for x in _expand_pm(it)])
 
@@ -184,6 +185,21 @@ def _vector_of(atom, other):
     return None if cells is None else ("interval", "(", ")", cells)
 
 
+def _points_equal(a, b) -> bool:
+    """A named point against a point (by name), a tuple or a bare list (in order)."""
+    if a[0] == b[0] == "point":
+        if sorted(a[1]) != sorted(b[1]):
+            return False
+        bv = dict(zip(b[1], b[2]))
+        return all(atoms_equal(x, bv[n]) for n, x in zip(a[1], a[2]))
+    (p, other), flip = ((a, b), False) if a[0] == "point" else ((b, a), True)
+    if other[0] == "set" or (other[0] == "interval" and other[1:3] == ("(", ")")):
+        values = other[1] if other[0] == "set" else other[3]
+        return len(values) == len(p[2]) and all(
+            atoms_equal(*((y, x) if flip else (x, y))) for x, y in zip(p[2], values))
+    return False
+
+
 def structures_equal(a, b) -> bool:
     """Equality of two :func:`structure` results (``a`` the prediction, ``b`` the reference)."""
     if a[0] == "set" and len(a[1]) == 1:
@@ -202,6 +218,8 @@ def structures_equal(a, b) -> bool:
             return False
         q = f"({r[1][0]})/({r[1][1]})"
         return atoms_equal(q, x[1]) if r is a else atoms_equal(x[1], q)
+    if "point" in (a[0], b[0]):
+        return _points_equal(a, b)
     if a[0] != b[0]:
         return False
     if a[0] == "atom":
@@ -399,7 +417,12 @@ def _answers_equivalent(prediction, reference) -> bool:
     comma = _forms.decimal_comma(value) if sb[0] == "atom" else None
     if comma is not None:  # "3,5" against one number is 3.5; against a list it is a list
         a = f"{comma} {unit}".strip()
-    return structures_equal(structure(a), sb)
+    sa = structure(a)
+    value, unit = _units.split_unit(b)
+    comma = _forms.decimal_comma(value) if sa[0] == "atom" else None
+    if comma is not None:  # the same for a reference written with a decimal comma
+        sb = structure(f"{comma} {unit}".strip())
+    return structures_equal(sa, sb)
 
 
 def _simple(eq: tuple[str, str]) -> bool:

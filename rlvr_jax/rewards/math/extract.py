@@ -144,6 +144,8 @@ def _span_answer(span: str) -> str | None:
     """The answer in a math span: after the last ``=`` of a chain ``x = 2+3 = 5``, before
     ``\\approx``; ``None`` for a negated relation."""
     span = re.split(r"\\approx|≈", span)[0].strip()
+    if re.fullmatch(r"[a-zA-Z]\s*(?:\\neq?\b|≠|!=)\s*[^=<>]+", span):
+        return span  # "x \neq 3": all reals but 3 (never the value 3)
     if re.search(r"\\neq?\b|≠|!=", span):
         return None
     if span.count("=") >= 2 and not re.search(r"[<>]=|=[<>]|\\[lg]eq?|[,;]", span):

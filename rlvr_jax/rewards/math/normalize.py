@@ -122,13 +122,14 @@ def normalize_answer(answer, *, strip_assign: bool = True) -> str:
     return s
 
 
-_LHS = (r"(?:[a-zA-Z](?:_\{?\w+\}?)?|[a-zA-Z]\([a-z]\)|[A-Z]{2,3}|\|[A-Za-z]{1,3}\|"
-        r"|\(\s*[a-zA-Z](?:\s*,\s*[a-zA-Z])+\s*\))")
+_NAME = r"[a-zA-Z](?:_\{?\w+\}?)?"
+_LHS = (r"(?:" + _NAME + r"|[a-zA-Z]\([a-z]\)|[A-Z]{2,3}|\|[A-Za-z]{1,3}\|"
+        r"|\(\s*[a-zA-Z](?:\s*,\s*[a-zA-Z])+\s*\)|" + _NAME + r"\s*:\s*" + _NAME + r")")
 
 
 def strip_assignment(s: str) -> str:
     """``x = 3`` / ``x_1=3`` / ``f(x) = ...`` / ``(p,q) = (3,2)`` / ``AB = 4`` / ``|AB| = 4`` /
-    ``x \\in (1,2)`` → the right-hand side."""
+    ``V_1:V_2 = 11:21`` / ``x \\in (1,2)`` → the right-hand side."""
     m = re.fullmatch(r"\s*" + _LHS + r"\s*(?:=|\\in)\s*(.+)", s)
     if m and "=" not in m.group(1):
         return m.group(1).strip()
