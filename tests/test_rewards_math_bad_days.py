@@ -70,9 +70,15 @@ def test_conventions(ref, cand, ok):
     ("Thus $\\boxed{8}$. I don't think that's wrong.", "8", True),
     ("Thus $\\boxed{8}$. Wait, that's wrong.", "8", False),
     ("It is $\\boxed{8}$ or $\\boxed{10}$.", "8", False),
+    # A box and a later stated answer that disagree: two answers, none counts.
+    ("Thus $\\boxed{8}$. Let me check if that is wrong: it is, so the answer is 9.", "8", False),
+    ("Thus $\\boxed{8}$. Let me check if that is wrong: it is, so the answer is 9.", "9", False),
+    ("Thus $\\boxed{8}$. So the final answer is \"8\".", "8", True),
     # The answer phrase drops a remark in words, not a hedge.
     ("The answer is 17 (since 17 is prime).", "17", True),
     ("The answer is 12 (or 13 if we count today).", "12", False),
+    ("The answer is 12 (but it could be 13).", "12", False),
+    ("The answer is 12 \u2014 though it might be 13.", "12", False),
     ("The final answer is 12 \u2014 computed in 3 steps.", "12", True),
     # The fallback skips a closing check or remark.
     ("So there are 20 apples.\n\nNote: there were 5 baskets.", "5", False),

@@ -93,16 +93,18 @@ def _sentence_end(text: str) -> str:
     return line[:m.start()] if m else line
 
 
-_HEDGE_WORDS = r"(?:if|or|unless|either|maybe|perhaps|possibly|assuming|approximately|about)\b"
+_HEDGE_WORDS = (r"\b(?:if|or|unless|either|maybe|perhaps|possibly|assuming|approximately|"
+                r"about|but|could|might|alternatively)\b")
 _REMARK = re.compile(  # "42 (after checking step 3)", "12 — computed over 3 iterations"
-    r"\s+\((?!\s*" + _HEDGE_WORDS + r")(?=[^()]*(?<![\\a-zA-Z])[a-zA-Z]{3,})[^()]*\)?\s*$"
-    r"|\s*(?:—|–|\s--)\s*(?!" + _HEDGE_WORDS + r")[a-zA-Z].*$", re.IGNORECASE)
+    r"\s+\((?![^()]*" + _HEDGE_WORDS + r")(?=[^()]*(?<![\\a-zA-Z])[a-zA-Z]{3,})[^()]*\)?\s*$"
+    r"|\s*(?:—|–|\s--)\s*(?!.*" + _HEDGE_WORDS + r")[a-zA-Z].*$", re.IGNORECASE)
 
 
 def _trim_remark(ans: str) -> str:
-    """An answer phrase without markdown emphasis and a trailing remark in words (a
+    """An answer phrase without markdown emphasis, quotes and a trailing remark in words (a
     parenthesis or a dash clause that is not a hedge such as "(or 13)" / "— if …")."""
-    return _REMARK.sub("", ans.strip("*_ \t")).strip("*_ \t")
+    ans = re.sub(r'^\\?["“]\s*|\s*\\?["”]$', "", ans.strip("*_ \t"))  # quoted: "12 and 13"
+    return _REMARK.sub("", ans).strip("*_ \t")
 
 
 def _from_phrase(text: str) -> str | None:
@@ -293,7 +295,13 @@ def extract_answer(text: str, *, fallback_last_number: bool = True,
         after = region[spans[-1][1]:]
         strong = retraction(after)
         if not strong:
-            return _pick_boxes(spans, region, several_boxed)
+            boxed = _pick_boxes(spans, region, several_boxed)
+            later = _from_phrase(after)  # "\boxed{8}. … so the answer is 9": two answers
+            if boxed and later and several_boxed == "reject":
+                from rlvr_jax.rewards.math.equiv import answers_equivalent
+                if not answers_equivalent(later, boxed):
+                    return None
+            return boxed
         region = after[strong.end():]  # the last box is retracted: look for what replaces it
         phrase = _from_phrase(region)
         return phrase or None
