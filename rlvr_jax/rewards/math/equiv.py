@@ -299,7 +299,7 @@ _WORDS = re.compile(r"[A-Za-z]+(?: [A-Za-z]+)*")
 _NAMES = {*_parse.FUNC_NAMES, "pi", "inf", "infty"}
 
 
-def _is_text(s: str) -> bool:
+def is_text(s: str) -> bool:
     """A word answer (``Monday``, ``not prime``): letters only, one word of 3+ letters that
     is no function name. It is text, not a product of variables (``listen`` ≠ ``silent``)."""
     return bool(_WORDS.fullmatch(s)) and any(
@@ -335,7 +335,7 @@ def atoms_equal(a: str, b: str) -> bool:
     text, case-insensitively."""
     if a == b:
         return True
-    if _is_text(a) or _is_text(b):
+    if is_text(a) or is_text(b):
         return a.lower().split() == b.lower().split()
     a_val, a_unit = _units.split_unit(a)
     b_val, b_unit = _units.split_unit(b)

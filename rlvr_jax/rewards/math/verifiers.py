@@ -20,6 +20,7 @@ import time
 
 from rlvr_jax.rewards.math import choices as _choices
 from rlvr_jax.rewards.math import equiv as _equiv
+from rlvr_jax.rewards.math import forms as _forms
 from rlvr_jax.rewards.math import normalize as _norm
 from rlvr_jax.rewards.math import parse as _parse
 from rlvr_jax.rewards.math import units as _units
@@ -108,12 +109,15 @@ def _to_latex(s: str) -> str:
 
 def _rule_decides(a: str, b: str) -> bool:
     """Whether the rule verifier's conventions decide this pair: answer-choice letters, a unit
-    on both sides, a percentage, or a decimal approximation of a non-terminating value."""
+    on both sides, a percentage, a decimal approximation of a non-terminating value, or one of
+    the written forms of :func:`_written_forms`."""
     if _norm.split_choice(a) or _norm.split_choice(b):
         return True
     if _units.split_unit(a)[1] and _units.split_unit(b)[1]:
         return True
     if a.rstrip().endswith("%") or b.rstrip().endswith("%"):
+        return True
+    if _written_forms(a, b):
         return True
     if re.search(r"\d\.\d", a) and "," not in a + b:
         try:
@@ -121,6 +125,26 @@ def _rule_decides(a: str, b: str) -> bool:
             return not (_parse.variables(pa) or _parse.variables(pb))
         except (_parse.ParseError, ValueError, RecursionError):
             return False
+    return False
+
+
+def _written_forms(a: str, b: str) -> bool:
+    """The conventions for the answers people write (docs/verifiers.md, issue #48) that
+    math-verify reads otherwise: decimal commas, ratios, named points, tuples vs sets,
+    set-builder / ``\\mathbb{R}`` / ``x \\neq a``, ``i, j, k`` vectors, engineering ``j``,
+    degrees, word answers."""
+    sa, sb = _equiv.structure(a), _equiv.structure(b)
+    kinds = {sa[0], sb[0]}
+    braced = a.startswith("\\{") or b.startswith("\\{")
+    if kinds & {"ratio", "point"} or (kinds == {"set", "interval"} and braced):
+        return True  # a tuple is never a set written as one
+    for s, other in ((a, sb), (b, sa)):
+        value, unit = _units.split_unit(s)
+        if (_forms.decimal_comma(value) or _forms.set_rewrite(s) or _equiv.is_text(s)
+                or (unit and _units.angle_scale(unit))):
+            return True
+        if re.search(r"(?<![a-zA-Z\\])[jk](?![a-zA-Z])", s) and other[0] in ("atom", "interval"):
+            return True
     return False
 
 
