@@ -41,6 +41,7 @@ def test_bad_days_set_at_target():
     ("(2, -3)", "x = 2, y = -3", True), ("\\{-3, 2\\}", "x = 2, y = -3", False),  # points
     ("x = -5, p = 3", "-5, 3", True), ("x = -5, p = 3", "3, -5", False),        # ... in order
     ("x = 2, y = 3", "y = 3, x = 2", True),                                     # ... by name
+    ("\\{-3, 2\\}", "x = -3, y = 2", False),                                    # never a set
     ("1,22", "1.22", True), ("V_1:V_2 = 11:21", "11:21", True),  # reference forms (others')
     ("\\{1, 2\\}", "(1, 2)", False), ("(1, 2)", "\\{1, 2\\}", False),               # tuple vs set
     ("(0, 5)", "(0, 2) \\cup [2, 5)", True), ("(0, 5)", "(0, 2) \\cup (2, 5)", False),

@@ -95,9 +95,10 @@ def _inequality(s: str):
 
 
 def structure(s: str):
-    """``("union", [..])``, ``("set", [..])``, ``("interval", open, close, [..])`` (also tuples
-    and vectors), ``("point", names, values)``, ``("matrix", rows)``, ``("ratio", terms)`` or
-    ``("atom", s)`` for a normalised answer."""
+    """``("union", [..])``, ``("set", [..])`` (``("set", [..], "braced")`` for ``\\{…\\}``),
+    ``("interval", open, close, [..])`` (also tuples and vectors), ``("point", names,
+    values)``, ``("matrix", rows)``, ``("ratio", terms)`` or ``("atom", s)`` for a
+    normalised answer."""
     s = re.sub(r"^either\s+", "", s.strip(), flags=re.IGNORECASE)
     s = s.replace("\\varnothing", "\\emptyset")
     rewritten = _forms.set_rewrite(s) or _forms.scaled_matrix(s)
@@ -115,7 +116,7 @@ def structure(s: str):
         s = "\\{" + s[1:-1] + "\\}"  # "{1, 2, 3}": a set written without escapes
     if s.startswith("\\{") and s.endswith("\\}"):
         items = [_norm.strip_assignment(p) for p in split_top(s[2:-2])]
-        return ("set", [x for it in items for x in _expand_pm(it)])
+        return ("set", [x for it in items for x in _expand_pm(it)], "braced")
     if len(s) >= 2 and s[0] in "([" and s[-1] in ")]" and _matching(s):
         inner = split_top(s[1:-1])
         if len(inner) >= 2:
@@ -186,14 +187,16 @@ def _vector_of(atom, other):
 
 
 def _points_equal(a, b) -> bool:
-    """A named point against a point (by name), a tuple or a bare list (in order)."""
+    """A named point against a point (by name), a tuple or a bare list (in order); never
+    against a braced set."""
     if a[0] == b[0] == "point":
         if sorted(a[1]) != sorted(b[1]):
             return False
         bv = dict(zip(b[1], b[2]))
         return all(atoms_equal(x, bv[n]) for n, x in zip(a[1], a[2]))
     (p, other), flip = ((a, b), False) if a[0] == "point" else ((b, a), True)
-    if other[0] == "set" or (other[0] == "interval" and other[1:3] == ("(", ")")):
+    if (other[0] == "set" and other[2:] != ("braced",)) or (
+            other[0] == "interval" and other[1:3] == ("(", ")")):
         values = other[1] if other[0] == "set" else other[3]
         return len(values) == len(p[2]) and all(
             atoms_equal(*((y, x) if flip else (x, y))) for x, y in zip(p[2], values))

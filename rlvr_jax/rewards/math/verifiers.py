@@ -61,7 +61,7 @@ def _prediction(completion: str, reference, **kw) -> str | None:
                 ref = _equiv.structure(_norm.normalize_answer(reference))
             except (ValueError, RecursionError):
                 return None
-            if ref[0] in ("set", "point") and len(ref[-1]) == len(boxes):
+            if ref[0] in ("set", "point") and len(ref[2] if ref[0] == "point" else ref[1]) == len(boxes):
                 return ", ".join(boxes)
         listed = final_list(completion) if not boxes else []
         if len(listed) >= 2:  # "so $x = -3$ or $x = 2$." against a list reference
@@ -69,7 +69,7 @@ def _prediction(completion: str, reference, **kw) -> str | None:
                 ref = _equiv.structure(_norm.normalize_answer(reference))
             except (ValueError, RecursionError):
                 return None
-            if ref[0] in ("set", "point") and len(ref[-1]) == len(listed):
+            if ref[0] in ("set", "point") and len(ref[2] if ref[0] == "point" else ref[1]) == len(listed):
                 return ", ".join(listed)
     return pred
 
