@@ -75,6 +75,7 @@ def test_conventions(ref, cand, ok):
     ("Thus $\\boxed{8}$. Let me check if that is wrong: it is, so the answer is 9.", "8", False),
     ("Thus $\\boxed{8}$. Let me check if that is wrong: it is, so the answer is 9.", "9", False),
     ("Thus $\\boxed{8}$. So the final answer is \"8\".", "8", True),
+    ("Thus $\\boxed{8}$ is the answer: eight ways in all.", "8", True),     # words, no number
     # The answer phrase drops a remark in words, not a hedge.
     ("The answer is 17 (since 17 is prime).", "17", True),
     ("The answer is 12 (or 13 if we count today).", "12", False),

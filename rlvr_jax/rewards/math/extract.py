@@ -297,7 +297,7 @@ def extract_answer(text: str, *, fallback_last_number: bool = True,
         if not strong:
             boxed = _pick_boxes(spans, region, several_boxed)
             later = _from_phrase(after)  # "\boxed{8}. … so the answer is 9": two answers
-            if boxed and later and several_boxed == "reject":
+            if boxed and later and re.search(r"\d", later) and several_boxed == "reject":
                 from rlvr_jax.rewards.math.equiv import answers_equivalent
                 if not answers_equivalent(later, boxed):
                     return None
