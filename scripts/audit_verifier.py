@@ -1,7 +1,8 @@
 """Measure the false-negative / false-positive rates of the math verifiers.
 
     python scripts/audit_verifier.py [--pairs tests/data/answer_pairs.jsonl
-                                              tests/data/answer_pairs_hard.jsonl]
+                                              tests/data/answer_pairs_hard.jsonl
+                                              tests/data/answer_pairs_bad_days.jsonl]
                                      [--update-doc docs/verifiers.md]
 
 Prints a markdown report (one section per pairs file); with --update-doc, replaces the text
@@ -23,8 +24,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     data = os.path.join(here, "tests", "data")
-    parser.add_argument("--pairs", nargs="+", default=[os.path.join(data, "answer_pairs.jsonl"),
-                                                       os.path.join(data, "answer_pairs_hard.jsonl")])
+    parser.add_argument("--pairs", nargs="+", default=[
+        os.path.join(data, name) for name in ("answer_pairs.jsonl", "answer_pairs_hard.jsonl",
+                                              "answer_pairs_bad_days.jsonl")])
     parser.add_argument("--update-doc", default=None)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=10.0)

@@ -11,8 +11,10 @@ Two verifiers share one interface ``(completion: str, reference) -> float``:
   lazily, on the same extracted and normalised answer; its timeouts stay on.
 
 Modules: :mod:`.extract` (which span is the answer), :mod:`.normalize` (its canonical
-form), :mod:`.parse` (scalar expressions), :mod:`.equiv` (equivalence), :mod:`.verifiers`
-(the reward functions). Both verifiers are audited on labelled answer pairs by
+form), :mod:`.parse` (scalar expressions), :mod:`.equiv` (equivalence), :mod:`.forms`
+(ratios, equations, decimal commas, vectors, set notations, unions), :mod:`.units` (units,
+degrees), :mod:`.choices` (option letters vs listed values), :mod:`.verifiers` (the reward
+functions). Both verifiers are audited on labelled answer pairs by
 ``scripts/audit_verifier.py``; the measured false-negative / false-positive rates per class
 are in ``docs/verifiers.md``.
 """

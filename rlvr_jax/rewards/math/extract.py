@@ -7,6 +7,7 @@ no answer.
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 MAX_BOX_CHARS = 4000  # a longer box is no answer (and scanning stays linear)
@@ -27,8 +28,21 @@ _RETRACT_STRONG = re.compile(
     r"|\bno,?\s+wait\b", re.IGNORECASE)
 # A self-correction marker: retracts an earlier box only when a new box follows it.
 _RETRACT_WEAK = re.compile(
-    _RETRACT_STRONG.pattern + r"|\b(?:wait|actually|hmm|on\s+second\s+thought|let\s+me\s+"
-    r"(?:re-?check|reconsider|recompute|re-?calculate|re-?do|re-?examine))\b", re.IGNORECASE)
+    _RETRACT_STRONG.pattern + r"|\b(?:wait|actually|hmm|hold\s+on|oops|on\s+(?:second\s+thought|"
+    r"reflection)|I\s+mis(?:read|counted|calculated|understood)|let\s+me\s+(?:re-?check|"
+    r"double[-\s]?check|reconsider|recompute|re-?calculate|re-?do|re-?examine))\b", re.IGNORECASE)
+# Words that make a following retraction conditional or negated: a hedge, not a retraction
+# ("unless I made a mistake", "I don't think that's wrong").
+_HEDGED = re.compile(r"(?:\b(?:unless|if|in\s+case|whether)|n't\s+think|\bnot\s+think|\bdoubt)"
+                     r"\s*$", re.IGNORECASE)
+
+
+def retraction(text: str):
+    """The first explicit retraction in ``text`` that is not hedged (a ``re.Match``) or None."""
+    for m in _RETRACT_STRONG.finditer(text):
+        if not _HEDGED.search(text[max(0, m.start() - 30):m.start()]):
+            return m
+    return None
 
 
 def _closing_braces(text: str) -> dict[int, int]:
@@ -79,6 +93,20 @@ def _sentence_end(text: str) -> str:
     return line[:m.start()] if m else line
 
 
+_HEDGE_WORDS = (r"\b(?:if|or|unless|either|maybe|perhaps|possibly|assuming|approximately|"
+                r"about|but|could|might|alternatively)\b")
+_REMARK = re.compile(  # "42 (after checking step 3)", "12 — computed over 3 iterations"
+    r"\s+\((?![^()]*" + _HEDGE_WORDS + r")(?=[^()]*(?<![\\a-zA-Z])[a-zA-Z]{3,})[^()]*\)?\s*$"
+    r"|\s*(?:—|–|\s--)\s*(?!.*" + _HEDGE_WORDS + r")[a-zA-Z].*$", re.IGNORECASE)
+
+
+def _trim_remark(ans: str) -> str:
+    """An answer phrase without markdown emphasis, quotes and a trailing remark in words (a
+    parenthesis or a dash clause that is not a hedge such as "(or 13)" / "— if …")."""
+    ans = re.sub(r'^\\?["“]\s*|\s*\\?["”]$', "", ans.strip("*_ \t"))  # quoted: "12 and 13"
+    return _REMARK.sub("", ans).strip("*_ \t")
+
+
 def _from_phrase(text: str) -> str | None:
     """The last "the answer is x" (up to the end of its sentence); ``None`` when negated or
     retracted afterwards; ``""`` when there is no such phrase."""
@@ -88,14 +116,14 @@ def _from_phrase(text: str) -> str | None:
     last = phrases[-1]
     if re.search(r"n't\s*$|\bnot\s*$", text[max(0, last.start() - 12):last.start()], re.IGNORECASE):
         return None  # "the answer isn't" is caught by the phrase itself; "is not the answer"
-    ans = _sentence_end(text[last.end():]).strip()
+    ans = _trim_remark(_sentence_end(text[last.end():]).strip())
     verb = list(re.finditer(r"\b(?:is|are|equals?|be)\b", ans))
     if verb and re.search(r"[a-zA-Z]{2,}", ans[:verb[-1].start()]):
         ans = ans[verb[-1].end():].strip()  # "Final answer: the largest $n$ is 34"
     ans = re.sub(r"\s*(?:,|;|\()\s*(?:and\s+|but\s+)?not\s+[^,;]*\)?$", "", ans)  # "5, not 6"
     if re.match(r"(?:not|n't|never|neither)\b|\\neq?\b|≠", ans, re.IGNORECASE):
         return None
-    if _RETRACT_STRONG.search(text[last.end() + len(ans):]):
+    if retraction(text[last.end() + len(ans):]):
         return None
     return ans or ""
 
@@ -111,18 +139,58 @@ def _negated_or_alternative(text: str, start: int, end: int) -> bool:
         return True
     if re.match(r"\s*(?:or\b|\\neq?\b|≠|(?:is|was)(?:\s+not\b|n't))", text[end:], re.IGNORECASE):
         return True
-    return bool(_RETRACT_STRONG.search(text[end:]))
+    return bool(retraction(text[end:]))
 
 
 def _span_answer(span: str) -> str | None:
     """The answer in a math span: after the last ``=`` of a chain ``x = 2+3 = 5``, before
     ``\\approx``; ``None`` for a negated relation."""
     span = re.split(r"\\approx|≈", span)[0].strip()
+    if re.fullmatch(r"[a-zA-Z]\s*(?:\\neq?\b|≠|!=)\s*[^=<>]+", span):
+        return span  # "x \neq 3": all reals but 3 (never the value 3)
     if re.search(r"\\neq?\b|≠|!=", span):
         return None
     if span.count("=") >= 2 and not re.search(r"[<>]=|=[<>]|\\[lg]eq?|[,;]", span):
         span = span.rsplit("=", 1)[1].strip()
+    elif span.count("=") == 1 and not re.search(r"[<>]|\\[lg]eq?", span):
+        lhs = re.sub(r"\\[a-zA-Z]+", "", span.split("=")[0])
+        if re.search(r"\d", lhs) and not re.search(r"[a-zA-Z]", lhs):
+            span = span.split("=")[1].strip()  # "6 \times 7 = 42": a computation's result
     return span or None
+
+
+# A closing remark or a check after the answer ("Check: …", "I hope this helps"): the
+# fallback reads the text before it, when that has a number and the remark concludes nothing.
+_ASIDE = re.compile(r"(?:\n\s*(?:\*\*)?(?:check|verification|verify|note|sanity\s+check|"
+                    r"double[-\s]?check)\s*(?:\*\*)?\s*:|\bI\s+hope\b|\bhope\s+this\s+helps\b|"
+                    r"\blet\s+me\s+know\b|\bfeel\s+free\b)", re.IGNORECASE)
+_CONCLUDES = re.compile(r"\b(?:therefore|thus|hence|so|answer|total|final|result)\b",
+                        re.IGNORECASE)
+
+
+def _without_remarks(text: str) -> str:
+    """``text`` up to a trailing check or closing remark (see :data:`_ASIDE`)."""
+    for m in itertools.islice(_ASIDE.finditer(text), 16):  # bounded work on repeated remarks
+        head, tail = text[:m.start()], text[m.start():]
+        if _NUMBER_UNIT.search(head) and not _CONCLUDES.search(tail):
+            return head
+    return text
+
+
+def final_list(text: str) -> list[str]:
+    """The math spans of the response's last sentence when they form a list ("so $x = -3$ or
+    $x = 2$."): joined only by commas, "or", "and"; nothing but punctuation after them."""
+    region, _ = _answer_region(text)
+    region = region.rstrip()
+    start = max(region.rfind(". ", 0, max(0, len(region) - 2)), region.rfind("\n"))
+    sentence = region[start + 1:]
+    spans = list(_MATH_SPAN.finditer(sentence))
+    if len(spans) < 2 or sentence[spans[-1].end():].strip(" .;!"):
+        return []
+    for prev, cur in zip(spans, spans[1:]):
+        if not re.fullmatch(r"\s*(?:,|,?\s*(?:or|and))\s*", sentence[prev.end():cur.start()]):
+            return []
+    return [next(g for g in sp.groups() if g is not None).strip() for sp in spans]
 
 
 def _from_last_number(text: str) -> str | None:
@@ -157,7 +225,7 @@ def live_boxes(text: str) -> list[str]:
     (for a response that boxes each element of a list separately)."""
     region, _ = _answer_region(text)
     spans = _box_spans(region)
-    if not spans or _RETRACT_STRONG.search(region[spans[-1][1]:]):
+    if not spans or retraction(region[spans[-1][1]:]):
         return []
     live = [spans[0]]
     for prev, cur in zip(spans, spans[1:]):
@@ -225,9 +293,15 @@ def extract_answer(text: str, *, fallback_last_number: bool = True,
     spans = _box_spans(region)
     if spans:
         after = region[spans[-1][1]:]
-        strong = _RETRACT_STRONG.search(after)
+        strong = retraction(after)
         if not strong:
-            return _pick_boxes(spans, region, several_boxed)
+            boxed = _pick_boxes(spans, region, several_boxed)
+            later = _from_phrase(after)  # "\boxed{8}. … so the answer is 9": two answers
+            if boxed and later and re.search(r"\d", later) and several_boxed == "reject":
+                from rlvr_jax.rewards.math.equiv import answers_equivalent
+                if not answers_equivalent(later, boxed):
+                    return None
+            return boxed
         region = after[strong.end():]  # the last box is retracted: look for what replaces it
         phrase = _from_phrase(region)
         return phrase or None
@@ -240,5 +314,5 @@ def extract_answer(text: str, *, fallback_last_number: bool = True,
     if tagged:
         return region.strip() or None
     if fallback_last_number:
-        return _from_last_number(region)
+        return _from_last_number(_without_remarks(region))
     return None

@@ -1,4 +1,4 @@
-"""Answer normalisation: one canonical string per written form, plus units and choice letters.
+"""Answer normalisation: one canonical string per written form, plus choice letters.
 
 Only the form changes here, never the value: LaTeX wrappers and spacing go, ``\\dfrac`` →
 ``\\frac``, thousands separators (``1,000``, ``1{,}000``, ``1 000``) are joined, a repeating
@@ -17,9 +17,11 @@ _DROP = [
     "\\bigl", "\\bigr", "\\Bigl", "\\Bigr", "\\big", "\\Big", "\\(", "\\)", "\\[", "\\]", "$",
 ]
 _TEXT_CMDS = re.compile(
-    r"\\(?:text|textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mbox|operatorname)\s*\{([^{}]*)\}")
-_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
+    r"\\(?:text|textbf|textit|textrm|textnormal|textsf|texttt|textup|textsl|emph|mathrm|mathbf"
+    r"|mathit|mathsf|mathtt|mathnormal|mbox|hbox|operatorname|hat|vec|boldsymbol|bm)\s*\{([^{}]*)\}")
+_THOUSANDS = re.compile(r"(?<![\d.,])[1-9]\d{0,2}(?:,\d{3})+(?![\d,])")  # "0,125" is a decimal
 _SPACED_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?![\d.,])")
+_DEGREE = r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\circ|\\degree)"
 _REPEATING = re.compile(r"(-?)(\d*)\.(\d*)\s*\\(?:overline|bar|dot)\s*\{?\s*(\d+)\s*\}?")
 _MIXED = re.compile(r"(?<![\w.^_{}()\\])(\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}")
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
@@ -69,8 +71,13 @@ def _mixed_to_sum(m: re.Match) -> str:
     return f"({whole}+{num}/{den})"
 
 
-def normalize_answer(answer) -> str:
-    """A canonical string form: LaTeX noise, ``$``, spacing, assignments and degree signs removed.
+def normalize_answer(answer, *, strip_assign: bool = True) -> str:
+    """A canonical string form: LaTeX noise, ``$``, spacing and assignments removed.
+
+    A degree sign ending a value becomes the unit word ``degree`` (``90^\\circ`` →
+    ``90 degree``), others are dropped; ``∞`` → ``\\infty``, ``\\langle…\\rangle`` → ``(…)``,
+    ``\\colon`` → ``:``. ``strip_assign=False`` keeps an assignment ``y = 2x`` (to compare
+    equations).
 
     ``\\dfrac``/``\\tfrac`` become ``\\frac``, ``\\text{..}`` its contents (so units become
     trailing words), ``1{,}000``/``1,000``/``1 000`` become ``1000``, ``x = 3`` becomes ``3``,
@@ -90,7 +97,11 @@ def normalize_answer(answer) -> str:
         s = _TEXT_CMDS.sub(lambda m: " " + m.group(1) + " ", s)
     for tok in _DROP:
         s = s.replace(tok, " " if tok.startswith("\\q") else "")
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|°|\\circ|\\degree", "", s)
+    # A degree sign ending a value is the unit "degree" (it converts to radians); others go.
+    s = re.sub(_DEGREE + r"(?=\s*(?:$|[,;)\]]|\\\}|\.\s*$))", " degree", s)
+    s = re.sub(_DEGREE, "", s)
+    s = s.replace("∞", "\\infty").replace("\\langle", "(").replace("\\rangle", ")")
+    s = s.replace("⟨", "(").replace("⟩", ")").replace("\\colon", ":")
     s = s.replace("\\ ", " ").replace("~", " ").replace("\\infinity", "\\infty")
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"\s+\^", "^", s)
@@ -103,80 +114,26 @@ def normalize_answer(answer) -> str:
     if word is not None:
         s = word
     # A single assignment "x = 3" / "k=3" → "3" (not for relations such as "x <= 3").
-    s = strip_assignment(s)
+    if strip_assign:
+        s = strip_assignment(s)
     if not re.fullmatch(r"[(\[][^,]*,[^,]*[)\]]", s):  # keep "(1,234)" an interval
         s = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), s)
     s = _SPACED_THOUSANDS.sub(lambda m: m.group(0).replace(" ", ""), s)
     return s
 
 
-_LHS = (r"(?:[a-zA-Z](?:_\{?\w+\}?)?|[a-zA-Z]\([a-z]\)|[A-Z]{2,3}|\|[A-Za-z]{1,3}\|"
-        r"|\(\s*[a-zA-Z](?:\s*,\s*[a-zA-Z])+\s*\))")
+_NAME = r"[a-zA-Z](?:_\{?\w+\}?)?"
+_LHS = (r"(?:" + _NAME + r"|[a-zA-Z]\([a-z]\)|[A-Z]{2,3}|\|[A-Za-z]{1,3}\|"
+        r"|\(\s*[a-zA-Z](?:\s*,\s*[a-zA-Z])+\s*\)|" + _NAME + r"\s*:\s*" + _NAME + r")")
 
 
 def strip_assignment(s: str) -> str:
     """``x = 3`` / ``x_1=3`` / ``f(x) = ...`` / ``(p,q) = (3,2)`` / ``AB = 4`` / ``|AB| = 4`` /
-    ``x \\in (1,2)`` → the right-hand side."""
+    ``V_1:V_2 = 11:21`` / ``x \\in (1,2)`` → the right-hand side."""
     m = re.fullmatch(r"\s*" + _LHS + r"\s*(?:=|\\in)\s*(.+)", s)
     if m and "=" not in m.group(1):
         return m.group(1).strip()
     return s
-
-
-# --------------------------------------------------------------------------- units
-
-_UNITS = {}
-for _dim, _table in {
-    "time": {"s": 1, "sec": 1, "second": 1, "min": 60, "minute": 60, "h": 3600, "hr": 3600,
-             "hour": 3600, "day": 86400, "week": 604800},
-    "length": {"mm": Fraction(1, 1000), "millimeter": Fraction(1, 1000), "cm": Fraction(1, 100),
-               "centimeter": Fraction(1, 100), "m": 1, "meter": 1, "metre": 1, "km": 1000,
-               "kilometer": 1000, "in": Fraction(254, 10000), "inch": Fraction(254, 10000),
-               "inche": Fraction(254, 10000), "ft": Fraction(3048, 10000),
-               "foot": Fraction(3048, 10000), "feet": Fraction(3048, 10000),
-               "yd": Fraction(9144, 10000), "yard": Fraction(9144, 10000),
-               "mile": Fraction(1609344, 1000)},
-    "mass": {"mg": Fraction(1, 1000), "milligram": Fraction(1, 1000), "g": 1, "gram": 1,
-             "kg": 1000, "kilogram": 1000},
-    "volume": {"ml": Fraction(1, 1000), "milliliter": Fraction(1, 1000), "l": 1, "liter": 1,
-               "litre": 1},
-    "money": {"cent": Fraction(1, 100), "dollar": 1},
-    "angle": {"degree": 1, "deg": 1},
-}.items():
-    for _name, _factor in _table.items():
-        _UNITS[_name] = (_dim, Fraction(_factor))
-
-_UNIT_WORD = r"[a-zA-Z]+(?:\^?\d)?"
-_UNIT_TAIL = re.compile(r"^(.*?[\d)}%])\s*(" + _UNIT_WORD + r"(?:(?:\s*/\s*|\s+)" + _UNIT_WORD + r")*)$")
-
-
-_NOT_UNITS = {"pi", "e", "i", "sqrt", "ln", "log", "sin", "co", "cos", "tan", "exp", "inf", "or",
-              "and"}
-
-
-def canonical_unit(unit: str) -> str:
-    """Lower case, no spaces, plural ``s`` dropped (``Minutes`` → ``minute``)."""
-    unit = unit.lower().replace(" ", "")
-    return unit[:-1] if len(unit) > 2 and unit.endswith("s") else unit
-
-
-def unit_factor(unit: str) -> tuple[str, Fraction] | None:
-    """``(dimension, factor to the base unit)`` for a known unit, else ``None``."""
-    return _UNITS.get(canonical_unit(unit))
-
-
-def split_unit(s: str) -> tuple[str, str]:
-    """``"5 cm"`` → ``("5", "cm")``; no unit → ``(s, "")``. Only a trailing word counts."""
-    m = _UNIT_TAIL.match(s)
-    if not m or re.search(r"\b(?:or|and)\b", m.group(2)):
-        return s, ""
-    unit = canonical_unit(m.group(2))
-    if unit in _NOT_UNITS or (len(unit) == 1 and unit not in _UNITS):
-        return s, ""  # "5 x", "2 pi": a variable or a constant, not a unit
-    spaced = s[len(m.group(1)):len(m.group(1)) + 1].isspace()
-    if spaced or (unit in _UNITS and len(unit) >= 2):
-        return m.group(1).strip(), unit
-    return s, ""
 
 
 # --------------------------------------------------------------------------- choices

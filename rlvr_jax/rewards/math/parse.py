@@ -48,10 +48,10 @@ def _command_arg(s: str, i: int) -> tuple[str, int]:
     raise ParseError("missing argument")
 
 
-_FUNC_NAMES = ("sqrt", "ln", "log", "sin", "cos", "tan", "sec", "csc", "cot", "arcsin", "arccos",
+FUNC_NAMES = ("sqrt", "ln", "log", "sin", "cos", "tan", "sec", "csc", "cot", "arcsin", "arccos",
                "arctan", "sinh", "cosh", "tanh", "exp")
 _COMMANDS = {"cdot": "*", "times": "*", "div": "/", "pi": "pi", "infty": "inf", "e": "e",
-             **{f: f for f in _FUNC_NAMES if f != "sqrt"}}
+             **{f: f for f in FUNC_NAMES if f != "sqrt"}}
 
 
 def latex_to_plain(s: str) -> str:
@@ -72,7 +72,8 @@ def latex_to_plain(s: str) -> str:
                 index = latex_to_plain(s[i + 1:j])
                 i = j + 1
             arg, i = _command_arg(s, i)
-            out.append(f"sqrt({arg})" if index is None else f"(({arg})^(1/({index})))")
+            # Spaced: "i\sqrt{3}" is i times a root, not a word "isqrt".
+            out.append(f" sqrt({arg})" if index is None else f"(({arg})^(1/({index})))")
         elif s[i] == "\\":
             m = re.match(r"\\([a-zA-Z]+)", s[i:])
             if not m or m.group(1) not in _COMMANDS:
@@ -93,7 +94,7 @@ def latex_to_plain(s: str) -> str:
 
 _TOKEN = re.compile(r"\s*(?:((?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+(?![\d.]))?)|([a-zA-Z]+)"
                     r"|(\*\*|[-+*/^()%!]))")
-_FUNCS = set(_FUNC_NAMES)
+_FUNCS = set(FUNC_NAMES)
 _CONSTS = {"pi", "inf", "e"}
 
 

@@ -18,10 +18,14 @@ import signal
 import threading
 import time
 
+from rlvr_jax.rewards.math import choices as _choices
 from rlvr_jax.rewards.math import equiv as _equiv
+from rlvr_jax.rewards.math import forms as _forms
 from rlvr_jax.rewards.math import normalize as _norm
 from rlvr_jax.rewards.math import parse as _parse
-from rlvr_jax.rewards.math.extract import _answer_region, _box_spans, extract_answer, live_boxes
+from rlvr_jax.rewards.math import units as _units
+from rlvr_jax.rewards.math.extract import (_answer_region, _box_spans, extract_answer,
+                                           final_list, live_boxes)
 
 MV_TIMEOUT_S = 3           # default per parse and per comparison (SIGALRM: whole seconds)
 THREAD_POOL_TIMEOUTS = 5   # the helper process is killed after this many times timeout_s
@@ -36,7 +40,14 @@ def math_reward(completion: str, reference, *, fallback_last_number: bool = True
     """
     pred = _prediction(completion, reference, fallback_last_number=fallback_last_number,
                        several_boxed=several_boxed)
-    return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
+    return 1.0 if _decided_by_rules(completion, pred, reference) else 0.0
+
+
+def _decided_by_rules(completion: str, pred, reference) -> bool:
+    """The rule verdict: equivalence, or a letter and a value matched through the options
+    the completion lists (:mod:`.choices`)."""
+    return (_equiv.answers_equivalent(pred, reference)
+            or _choices.via_options(completion, pred, reference))
 
 
 def _prediction(completion: str, reference, **kw) -> str | None:
@@ -50,8 +61,16 @@ def _prediction(completion: str, reference, **kw) -> str | None:
                 ref = _equiv.structure(_norm.normalize_answer(reference))
             except (ValueError, RecursionError):
                 return None
-            if ref[0] == "set" and len(ref[1]) == len(boxes):
+            if ref[0] in ("set", "point") and len(ref[2] if ref[0] == "point" else ref[1]) == len(boxes):
                 return ", ".join(boxes)
+        listed = final_list(completion) if not boxes else []
+        if len(listed) >= 2:  # "so $x = -3$ or $x = 2$." against a list reference
+            try:
+                ref = _equiv.structure(_norm.normalize_answer(reference))
+            except (ValueError, RecursionError):
+                return None
+            if ref[0] in ("set", "point") and len(ref[2] if ref[0] == "point" else ref[1]) == len(listed):
+                return ", ".join(listed)
     return pred
 
 
@@ -90,12 +109,15 @@ def _to_latex(s: str) -> str:
 
 def _rule_decides(a: str, b: str) -> bool:
     """Whether the rule verifier's conventions decide this pair: answer-choice letters, a unit
-    on both sides, a percentage, or a decimal approximation of a non-terminating value."""
+    on both sides, a percentage, a decimal approximation of a non-terminating value, or one of
+    the written forms of :func:`_written_forms`."""
     if _norm.split_choice(a) or _norm.split_choice(b):
         return True
-    if _norm.split_unit(a)[1] and _norm.split_unit(b)[1]:
+    if _units.split_unit(a)[1] and _units.split_unit(b)[1]:
         return True
     if a.rstrip().endswith("%") or b.rstrip().endswith("%"):
+        return True
+    if _written_forms(a, b):
         return True
     if re.search(r"\d\.\d", a) and "," not in a + b:
         try:
@@ -103,6 +125,26 @@ def _rule_decides(a: str, b: str) -> bool:
             return not (_parse.variables(pa) or _parse.variables(pb))
         except (_parse.ParseError, ValueError, RecursionError):
             return False
+    return False
+
+
+def _written_forms(a: str, b: str) -> bool:
+    """The conventions for the answers people write (docs/verifiers.md, issue #48) that
+    math-verify reads otherwise: decimal commas, ratios, named points, tuples vs sets,
+    set-builder / ``\\mathbb{R}`` / ``x \\neq a``, ``i, j, k`` vectors, engineering ``j``,
+    degrees, word answers."""
+    sa, sb = _equiv.structure(a), _equiv.structure(b)
+    kinds = {sa[0], sb[0]}
+    braced = a.startswith("\\{") or b.startswith("\\{")
+    if kinds & {"ratio", "point"} or (kinds == {"set", "interval"} and braced):
+        return True  # a tuple is never a set written as one
+    for s, other in ((a, sb), (b, sa)):
+        value, unit = _units.split_unit(s)
+        if (_forms.decimal_comma(value) or _forms.set_rewrite(s) or _equiv.is_text(s)
+                or (unit and _units.angle_scale(unit))):
+            return True
+        if re.search(r"(?<![a-zA-Z\\])[jk](?![a-zA-Z])", s) and other[0] in ("atom", "interval"):
+            return True
     return False
 
 
@@ -116,9 +158,9 @@ def _math_verify_core(completion: str, reference, timeout_s: int | None) -> floa
         return 0.0
     short = max(len(a), len(b)) <= _parse.MAX_ANSWER_CHARS
     if short and _rule_decides(a, b):
-        return 1.0 if _equiv.answers_equivalent(pred, reference) else 0.0
+        return 1.0 if _decided_by_rules(completion, pred, reference) else 0.0
     region, tagged = _answer_region(completion)
-    preds = [f"${_to_latex(_norm.split_unit(a)[0])}$"] if len(a) <= _parse.MAX_ANSWER_CHARS else []
+    preds = [f"${_to_latex(_units.split_unit(a)[0])}$"] if len(a) <= _parse.MAX_ANSWER_CHARS else []
     if not tagged and not _box_spans(region):
         preds.append(region[-4000:])  # no box and no tag: also math-verify's own extraction
     # The fallback parse and the last parse start within these (no limit: timeouts off).
@@ -126,7 +168,7 @@ def _math_verify_core(completion: str, reference, timeout_s: int | None) -> floa
     start = time.monotonic()
     with _outer_alarm_kept() if timeout_s else contextlib.nullcontext():
         try:
-            gold = mv.parse(f"${_to_latex(_norm.split_unit(b)[0])}$",
+            gold = mv.parse(f"${_to_latex(_units.split_unit(b)[0])}$",
                             parsing_timeout=timeout_s) if short else []
             if not gold and time.monotonic() - start < fallback_by:  # e.g. a worked reference
                 gold = mv.parse(str(reference)[-4000:], parsing_timeout=timeout_s)
