@@ -65,6 +65,13 @@ class RLConfig:
       overlong_buffer, overlong_penalty: DAPO soft overlong shaping (0 disables).
       tis_cap: truncated importance sampling cap on trainer/sampler ratios (0: off).
       logprob_chunk: sequence chunk of the log-prob computation.
+      pack_length: > 0 packs the update's sequences (prompt + completion at their real
+        lengths) first-fit-decreasing into rows of this many tokens (at least Tp + N), with
+        segment ids and restarting positions (`train/packing.py`); 0: left-padded rows.
+      pack_rows: packed rows per micro-batch (with pack_length > 0): the update runs as
+        many micro-batches of pack_rows × pack_length tokens as the packing needs (never
+        more than one per pack_rows sequences), so no batch overflows; `microbatches`
+        then only splits the no-gradient scoring passes.
       process_weight: α of the process (step) rewards from the task's step checkers, each
         on the token that ends its step (0: outcome only; > 0 scores on the host). Token
         estimators (reinforce_pp, gae) add them to the per-token rewards; the others add
@@ -103,6 +110,8 @@ class RLConfig:
     epochs: int = 1
     microbatches: int = 1
     logprob_chunk: int = 128
+    pack_length: int = 0
+    pack_rows: int = 1
     dynamic_sampling: bool = False
     minibatches: int = 1
     overlong_buffer: int = 0
@@ -158,9 +167,11 @@ def _check_choices(rl: RLConfig) -> None:
 
 
 def _check_ranges(rl: RLConfig) -> None:
-    for name in ("num_prompts", "epochs", "minibatches", "microbatches"):
+    for name in ("num_prompts", "epochs", "minibatches", "microbatches", "pack_rows"):
         if getattr(rl, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(rl, name)}")
+    if rl.pack_length < 0:
+        raise ValueError(f"pack_length must be >= 0 (0: off), got {rl.pack_length}")
     if not 0.0 < rl.entropy_keep_fraction <= 1.0:
         raise ValueError("entropy_keep_fraction must be in (0, 1]")
     if rl.entropy_mask_invert and rl.entropy_keep_fraction >= 1.0:

@@ -27,7 +27,7 @@ from rlvr_jax.models import ModelConfig
 from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_model_shaper  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_params as _reward_params
-from rlvr_jax.train import objective
+from rlvr_jax.train import objective, packing
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
@@ -179,6 +179,43 @@ def _accumulate(grad_fn, params, micro, counts):
     return loss, grads, jax.tree.map(jnp.mean, mets)
 
 
+def _accumulate_packed(grad_fn, params, mb: Experience, plan: packing.Plan, counts, rl: RLConfig):
+    """(Σ loss, Σ grads, mean metrics) of grad_fn over the packed micro-batches of minibatch
+    `mb`: `packing.trips(plan)` of them (a loop whose trip count the lengths decide)."""
+    def micro(m):
+        x = packing.micro(plan, m, pack_rows=rl.pack_rows, num_new=mb.num_new)
+        return mb.replace(mask=mb.mask * x.member.astype(mb.mask.dtype), packed=x)
+
+    def body(m, acc):
+        (loss, mets), g = grad_fn(params, micro(m), counts)
+        return jax.tree.map(jnp.add, acc, (loss, g, mets))
+
+    shapes = jax.eval_shape(lambda: grad_fn(params, micro(0), counts))
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                         (shapes[0][0], shapes[1], shapes[0][1]))
+    trips = packing.trips(plan, rl.pack_rows)
+    loss, grads, mets = jax.lax.fori_loop(0, trips, body, zeros)
+    return loss, grads, jax.tree.map(lambda x: x / trips.astype(x.dtype), mets)
+
+
+def _micro_batches(mb: Experience, rl: RLConfig):
+    """(accumulate(grad_fn, params, counts=) over the micro-batches of minibatch `mb`, the
+    fraction of the tokens its forwards process that are padding): packed rows
+    (`rl.pack_length` > 0) or `rl.microbatches` equal slices of the left-padded rows."""
+    if rl.pack_length:  # Sequences at their real lengths in shared rows.
+        real = mb.attention * mb.row_valid[:, None].astype(mb.attention.dtype)
+        plan = packing.plan(mb.tokens, real, pack_length=rl.pack_length, pack_rows=rl.pack_rows)
+        processed = packing.trips(plan, rl.pack_rows) * rl.pack_rows * rl.pack_length
+        accumulate = functools.partial(_accumulate_packed, mb=mb, plan=plan, rl=rl)
+    else:
+        b = mb.tokens.shape[0]
+        micro = jax.tree.map(lambda x: x.reshape(
+            (rl.microbatches, b // rl.microbatches) + x.shape[1:]), mb)
+        real, processed = mb.attention, mb.attention.size
+        accumulate = functools.partial(_accumulate, micro=micro)
+    return accumulate, 1.0 - jnp.sum(real) / processed
+
+
 def _minibatch_counts(mb: Experience) -> Dict[str, jax.Array]:
     """Global normalisers of a minibatch (each at least 1)."""
     counts = losses.global_counts(mb.mask)
@@ -215,16 +252,16 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
         if mb.entropy is not None:  # The cutoff is over the minibatch's valid tokens.
             mb = mb.replace(entropy=None, entropy_mask=losses.high_entropy_mask(
                 mb.entropy, mb.mask, keep_fraction=rl.entropy_keep_fraction))
-        micro = jax.tree.map(
-            lambda x: x.reshape((rl.microbatches, mb_size // rl.microbatches) + x.shape[1:]), mb)
-        loss, grads, mets = _accumulate(grad_fn, params, micro, counts)
+        accumulate, padded = _micro_batches(mb, rl)
+        loss, grads, mets = accumulate(grad_fn, params, counts=counts)
+        mets["update/padded_fraction"] = padded
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         mets.update({"train/loss": loss, "train/grad_norm": optax.tree.norm(grads)})
         if mb.entropy_mask is not None:
             mets["train/entropy_kept_fraction"] = jnp.sum(mb.entropy_mask) / counts["num_tokens"]
         if algo.value_loss is not None:
-            vloss, vgrads, vmets = _accumulate(value_grad_fn, vparams, micro, counts)
+            vloss, vgrads, vmets = accumulate(value_grad_fn, vparams, counts=counts)
             vupdates, vopt_state = value_tx.update(vgrads, vopt_state, vparams)
             vparams = optax.apply_updates(vparams, vupdates)
             mets.update(vmets)
