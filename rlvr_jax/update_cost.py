@@ -16,7 +16,7 @@ at 2 and 4 layers (unrolled, so every layer counts) and the FLOPs extrapolated l
 depth. Loop bodies: XLA counts a while body once, so the caller compiles with one
 minibatch and one log-prob chunk (the benchmark forces both); the packed update's
 micro-batch loop, whose trip count depends on the lengths, is counted here: its body's FLOPs
-(`packing.body_flops`) times the trips the batch's packing plan runs, beyond the one counted.
+(`micro_body_flops`) times the trips the batch's packing plan runs, beyond the one counted.
 """
 import re
 from typing import Dict
@@ -63,6 +63,35 @@ def _compiled_cost(mc, sc, rl, rollout, rewards) -> Dict[str, float]:
             "f32_vocab_dots": f32_vocab_dots(lowered.as_text(), mc.vocab_size)}
 
 
+def micro_body_flops(mc, sc, rl, batch: int, prompt_len: int) -> float:
+    """FLOPs of one packed micro-batch's loss and gradient (the packed loop's body), compiled
+    from abstract inputs (a sequence-level estimator's [b] advantages)."""
+    import functools
+    import jax
+    import jax.numpy as jnp
+    from rlvr_jax.models import transformer
+    from rlvr_jax.train import objective
+    from rlvr_jax.train.algorithms import resolve
+    from rlvr_jax.train.experience import Experience
+    from rlvr_jax.train.packing import Micro
+    s = lambda shape, dt=jnp.int32: jax.ShapeDtypeStruct(shape, dt)  # noqa: E731
+    n, rows, length = sc.max_new_tokens, rl.pack_rows, rl.pack_length
+    mb = Experience(
+        tokens=s((batch, prompt_len + n)), attention=s((batch, prompt_len + n)),
+        mask=s((batch, n)), sampler_logp=s((batch, n), jnp.float32), row_valid=s((batch,), bool),
+        advantages=s((batch,), jnp.float32),
+        packed=Micro(tokens=s((rows, length)), segments=s((rows, length)),
+                     positions=s((rows, length)), index=s((batch, n)), member=s((batch, n), bool)))
+    counts = {k: s((), jnp.float32) for k in ("num_tokens", "num_sequences", "num_rows")}
+    params = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
+    grad_fn = jax.value_and_grad(functools.partial(
+        objective.policy_objective, model_config=mc, algo=resolve(rl),
+        temperature=sc.temperature, logprob_chunk=rl.logprob_chunk), has_aux=True)
+    analysis = jax.jit(grad_fn).lower(params, mb, counts).compile().cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+    return float(analysis["flops"])
+
+
 def abstract_rollout(batch: int, prompt_len: int, new_tokens: int):
     """A `sampling.Rollout` of `jax.ShapeDtypeStruct`s (B rows, Tp, N)."""
     import jax
@@ -101,7 +130,8 @@ def update_cost(mc, sc, rl, *, prompt_lens: np.ndarray, completion_lens: np.ndar
         m = mc.replace(n_layers=depth, scan_unroll=depth)
         cost = _compiled_cost(m, sc, rl, rollout, rewards)
         plan = packing.plan_stats(seq, rl, batch, prompt_len + n)
-        cost["flops"] += (plan["trips"] - 1) * packing.body_flops(m, sc, rl, batch, prompt_len)
+        if plan["trips"] > 1:
+            cost["flops"] += (plan["trips"] - 1) * micro_body_flops(m, sc, rl, batch, prompt_len)
         costs.append(cost)
     flops = costs[0]["flops"]
     if len(depths) > 1:
