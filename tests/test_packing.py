@@ -20,6 +20,7 @@ import pytest
 from rlvr_jax import losses, models, sampling, scoring
 from rlvr_jax.models.value import value_forward
 from rlvr_jax.train import objective, packing
+from rlvr_jax.train.experience import Groups, experience_from
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.state import create_train_state, make_optimizer
 
@@ -230,3 +231,26 @@ def test_gae_value_model_update_equals_padded(params, model_config, rollout):
                                atol=numerics.reorder_atol(
                                    numerics.forward_chain(model_config, L) + P * G * N,
                                    float(m_b["value/loss"]) + 1.0))
+
+
+def test_scoring_passes_match_padded(params, model_config, rollout):
+    """The no-gradient passes (old and reference log-probs, entropies, old values) packed:
+    the left-padded values on every trained token (rows of valid groups)."""
+    vparams = models.init_value_params(model_config, jax.random.PRNGKey(2), params)
+    vparams["value_head"]["kernel"] = jax.random.normal(jax.random.PRNGKey(3),
+                                                        (model_config.d_model,))
+    state = create_train_state(params, TX, jax.random.PRNGKey(1), ref_params=params,
+                               value_params=vparams, value_tx=TX)
+    groups = Groups(rollout, REWARDS.reshape(P, G), jnp.array([True, True, False, True]))
+    exp = experience_from(groups)
+    out = {}
+    for pack in (0, L):
+        rl = step_lib.RLConfig(num_prompts=P, advantage="gae", minibatches=2, kl_coef=0.1,
+                               entropy_keep_fraction=0.5, pack_length=pack, pack_rows=R)
+        out[pack] = jax.jit(lambda s, e, rl=rl: step_lib.score_experience(
+            s, e, rl=rl, model_config=model_config, temperature=1.0))(state, exp)
+    trained = np.asarray(exp.mask) != 0
+    assert trained.sum() < np.asarray(rollout.mask).sum()  # group 2 is filler
+    for name in ("old_logp", "entropy", "ref_logp", "old_values"):
+        got, want = (np.asarray(getattr(out[k][0], name)) for k in (L, 0))
+        numerics.assert_forward_close(got[trained], want[trained], model_config, L)

@@ -43,8 +43,9 @@ def packed_logprobs(params, mb: packing.Micro, *, model_config: ModelConfig,
             None if ent is None else packing.unpack(pad(ent), mb))
 
 
-def _logprobs_of(params, mb: Experience, **kwargs):
-    """The micro-batch's completion log-probs and entropies, packed or not."""
+def logprobs_of(params, mb: Experience, **kwargs):
+    """(log-probs [b, N], entropies [b, N] or None) of a micro-batch, packed or not (kwargs:
+    model_config, temperature, chunk, with_entropy)."""
     if mb.packed is not None:
         return packed_logprobs(params, mb.packed, **kwargs)
     return completion_logprobs(params, mb.tokens, mb.attention, n_new=mb.num_new, **kwargs)
@@ -60,7 +61,7 @@ def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
     """
     mask = mb.mask
     # The entropy is always computed: it is logged, and cheap next to the LM-head matmul.
-    logp, ent = _logprobs_of(params, mb, model_config=model_config, temperature=temperature,
+    logp, ent = logprobs_of(params, mb, model_config=model_config, temperature=temperature,
                              chunk=logprob_chunk, with_entropy=True)
     old = mb.old_logp if mb.old_logp is not None else jax.lax.stop_gradient(logp)
     loss_mask = mask if mb.entropy_mask is None else algo.entropy_tokens(mask, mb.entropy_mask)
@@ -95,16 +96,20 @@ def value_objective(value_params, mb: Experience, counts: Dict[str, jax.Array], 
     The value of completion token n is the value model's output at the position before
     it (the state in which the token was chosen).
     """
-    if mb.packed is None:
-        v = completion_values(value_params, mb.tokens, mb.attention, model_config=model_config,
-                              n_new=mb.num_new)
-    else:
-        p = mb.packed
-        v = packing.unpack(value_forward(value_params, p.tokens, None, config=model_config,
-                                         segment_ids=p.segments, positions=p.positions), p)
+    v = values_of(value_params, mb, model_config=model_config)
     per_token, metrics = algo.value_loss(v, mb.old_values, mb.returns, mb.mask)
     loss = losses.aggregate(per_token, mb.mask, "token-mean", num_tokens=counts["num_tokens"])
     return loss, {f"value/{k}": x for k, x in metrics.items()}
+
+
+def values_of(value_params, mb: Experience, *, model_config: ModelConfig) -> jax.Array:
+    """Value-model outputs [b, N] of a micro-batch's completion states, packed or not."""
+    if mb.packed is None:
+        return completion_values(value_params, mb.tokens, mb.attention,
+                                 model_config=model_config, n_new=mb.num_new)
+    p = mb.packed
+    return packing.unpack(value_forward(value_params, p.tokens, None, config=model_config,
+                                        segment_ids=p.segments, positions=p.positions), p)
 
 
 def completion_values(value_params, tokens, attention, *, model_config: ModelConfig, n_new: int):

@@ -15,7 +15,11 @@ count is the rows the plan used, ceil(rows_used / R): short batches run fewer tr
 micro-batch's log-probs are scattered back to the [b, N] completion grid, masked to the
 sequences in that micro-batch, so advantages, masks (multi-turn loss masks, entropy masks),
 process rewards and every aggregation mode apply unchanged, normalised by the minibatch's
-counts as in the unpacked micro-batch loop.
+counts as in the unpacked micro-batch loop. The no-gradient scoring passes (old and reference
+log-probs, entropies, old values) run over the whole batch's plan the same way.
+
+The LM head and log-softmax run over every packed position (prompt tokens and the rows'
+padding included), not a gathered buffer of the scored positions only.
 """
 from typing import Dict
 

@@ -70,8 +70,8 @@ class RLConfig:
         segment ids and restarting positions (`train/packing.py`); 0: left-padded rows.
       pack_rows: packed rows per micro-batch (with pack_length > 0): the update runs as
         many micro-batches of pack_rows × pack_length tokens as the packing needs (never
-        more than one per pack_rows sequences), so no batch overflows; `microbatches`
-        then only splits the no-gradient scoring passes.
+        more than one per pack_rows sequences), so no batch overflows; the no-gradient
+        scoring passes are packed the same way and `microbatches` is unused.
       process_weight: α of the process (step) rewards from the task's step checkers, each
         on the token that ends its step (0: outcome only; > 0 scores on the host). Token
         estimators (reinforce_pp, gae) add them to the per-token rewards; the others add

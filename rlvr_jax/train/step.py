@@ -93,6 +93,24 @@ def _map_microbatches(fn, data, num: int):
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
 
 
+def _scoring_passes(fn, exp: Experience, rl: RLConfig):
+    """fn(micro-batch Experience) -> pytree of [b, N] arrays, over the whole batch, without
+    gradient: on `rl.microbatches · rl.minibatches` slices of the left-padded rows, or summed
+    over the packed micro-batches (`rl.pack_length` > 0; 0 in rows of invalid groups)."""
+    view = Experience(tokens=exp.tokens, attention=exp.attention, mask=exp.mask,
+                      sampler_logp=exp.sampler_logp, row_valid=exp.row_valid)
+    if not rl.pack_length:
+        return jax.lax.stop_gradient(_map_microbatches(fn, view, rl.microbatches * rl.minibatches))
+    real = exp.attention * exp.row_valid[:, None].astype(exp.attention.dtype)
+    plan = packing.plan(exp.tokens, real, pack_length=rl.pack_length, pack_rows=rl.pack_rows)
+    micro = lambda m: view.replace(packed=packing.micro(  # noqa: E731
+        plan, m, pack_rows=rl.pack_rows, num_new=exp.num_new))
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, micro(0)))
+    out = jax.lax.fori_loop(0, packing.trips(plan, rl.pack_rows),
+                            lambda m, acc: jax.tree.map(jnp.add, acc, fn(micro(m))), zeros)
+    return jax.lax.stop_gradient(out)
+
+
 def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
                      model_config: ModelConfig, temperature: float
                      ) -> Tuple[Experience, Optional[jax.Array]]:
@@ -102,15 +120,10 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
       (exp with old_logp / entropy / ref_logp / old_values where needed, the sampling
       policy's log-probs [B, N] when computed (KL in the reward needs them) else None).
     """
-    inputs = {"tokens": exp.tokens, "attention": exp.attention}
-    pieces = rl.microbatches * rl.minibatches
-
     def logprobs_of(params, with_entropy=False):
-        out = _map_microbatches(lambda x: objective.completion_logprobs(
-            params, x["tokens"], x["attention"], model_config=model_config,
-            temperature=temperature, chunk=rl.logprob_chunk, n_new=exp.num_new,
-            with_entropy=with_entropy), inputs, pieces)
-        return jax.lax.stop_gradient(out)
+        return _scoring_passes(lambda x: objective.logprobs_of(
+            params, x, model_config=model_config, temperature=temperature,
+            chunk=rl.logprob_chunk, with_entropy=with_entropy), exp, rl)
 
     want_entropy = rl.entropy_keep_fraction < 1.0
     current = None
@@ -122,10 +135,8 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
         if rl.kl_in_reward and current is None:
             current = logprobs_of(state.params)[0]
     if rl.needs_value:
-        exp = exp.replace(old_values=jax.lax.stop_gradient(_map_microbatches(
-            lambda x: objective.completion_values(state.value_params, x["tokens"],
-                                                  x["attention"], model_config=model_config,
-                                                  n_new=exp.num_new), inputs, pieces)))
+        exp = exp.replace(old_values=_scoring_passes(lambda x: objective.values_of(
+            state.value_params, x, model_config=model_config), exp, rl))
     return exp, current
 
 
