@@ -48,8 +48,9 @@ def _chain(block):
 
 
 def test_auto_picks_by_backend():
-    assert [attention.resolve("auto", b) for b in ("cpu", "gpu", "tpu")] == [
+    assert [attention.resolve("auto", b, devices=1) for b in ("cpu", "gpu", "tpu")] == [
         "xla", "pallas_gpu", "splash"]
+    assert attention.resolve("auto", "gpu", devices=8) == "xla"  # Pallas calls are unsharded.
     assert attention.resolve("splash", "cpu") == "splash"
     with pytest.raises(ValueError, match="attention"):
         ModelConfig(attention="flash")

@@ -10,8 +10,9 @@ that never does, with the same masking (causal by slot, within a segment):
   and segment ids, skipping fully masked blocks;
 - CPU: the plain XLA path.
 
-`ModelConfig.attention` picks one ("auto": by backend, as above). An explicit kernel on a
-backend it was not written for runs in Pallas interpret mode (slow; tests use it on CPU).
+`ModelConfig.attention` picks one ("auto": by backend, as above, on a single device; the
+plain path on several, see `resolve`). An explicit kernel on a backend it was not written
+for runs in Pallas interpret mode (slow; tests use it on CPU).
 
 Masking. Both kernels keep a token from attending another segment; padding (segment 0)
 attends padding, where the plain path masks it fully. Padding outputs differ between paths
@@ -28,13 +29,18 @@ _BY_BACKEND = {"gpu": "pallas_gpu", "cuda": "pallas_gpu", "tpu": "splash"}
 _PAD_SEGMENT = -1
 
 
-def resolve(implementation: str, backend: str = None) -> str:
-    """The kernel `implementation` names ("auto": by `backend`, default JAX's)."""
+def resolve(implementation: str, backend: str = None, devices: int = None) -> str:
+    """The kernel `implementation` names. "auto": the backend's kernel (default backend:
+    JAX's) on ONE device, else "xla" — a Pallas call is not partitioned by XLA's SPMD
+    partitioner (sharded activations would be gathered around it), so sharded runs keep the
+    plain path unless they name a kernel (`devices`: default `jax.device_count()`)."""
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(f"attention must be one of {IMPLEMENTATIONS}, got {implementation!r}")
     if implementation != "auto":
         return implementation
-    return _BY_BACKEND.get(backend or jax.default_backend(), "xla")
+    kernel = _BY_BACKEND.get(backend or jax.default_backend())
+    devices = jax.device_count() if devices is None else devices
+    return kernel if kernel is not None and devices == 1 else "xla"
 
 
 def _pad_rows(block: int, q, k, v, segments):

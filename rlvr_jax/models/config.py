@@ -47,8 +47,9 @@ class ModelConfig:
         ones. Decoding always runs layer by layer (`models.decoding`). Parameters are
         stacked [L, ...] either way.
       attention: the training forward's self-attention (`models.attention`): "auto" (a
-        fused kernel on GPU / TPU, the plain XLA path on CPU), "xla", "pallas_gpu" or
-        "splash" (explicit kernels run in Pallas interpret mode off their backend).
+        fused kernel on one GPU / TPU; the plain XLA path on CPU and on several devices),
+        "xla", "pallas_gpu" or "splash" (explicit kernels run in Pallas interpret mode off
+        their backend).
     """
     family: str = "qwen2"
     vocab_size: int = 128

@@ -9,7 +9,8 @@ also holds only one chunk of logits.
 The LM head runs in the compute dtype both ways (`head_logits`): the forward dot takes
 compute-dtype operands with float32 accumulation, and the backward pass casts the float32
 logits' cotangent to the compute dtype before its two vocabulary-sized dots (as every other
-matmul of a bf16 model does), instead of running them float32 × float32.
+matmul of a bf16 model does), instead of running them float32 × float32. A float32 model
+keeps autodiff's dots (the same arithmetic; its program is unchanged).
 """
 import functools
 from typing import Optional, Tuple
@@ -49,7 +50,10 @@ def _chunk_stats(hidden, targets, head, temperature, with_entropy):
     One pass of exponentials serves both: with e = exp(z − max z) and s = Σ_v e_v,
     logz = max z + log s and H = logz − Σ_v e_v z_v / s.
     """
-    logits = head_logits(hidden, head)
+    if hidden.dtype == jnp.float32:  # Autodiff's dots are already float32: same program.
+        logits = jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
+    else:
+        logits = head_logits(hidden, head)
     if temperature != 1.0:
         logits = logits / temperature
     top = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
