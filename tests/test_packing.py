@@ -254,3 +254,10 @@ def test_scoring_passes_match_padded(params, model_config, rollout):
     for name in ("old_logp", "entropy", "ref_logp", "old_values"):
         got, want = (np.asarray(getattr(out[k][0], name)) for k in (L, 0))
         numerics.assert_forward_close(got[trained], want[trained], model_config, L)
+
+
+def test_pack_settings_are_checked():
+    with pytest.raises(ValueError, match="pack_length"):
+        step_lib.RLConfig(num_prompts=P, pack_length=-1)
+    with pytest.raises(ValueError, match="pack_rows"):
+        step_lib.RLConfig(num_prompts=P, pack_rows=0)

@@ -47,3 +47,11 @@ def test_f32_vocab_dots_reads_operand_types():
     count = lambda a, b: update_cost.f32_vocab_dots(line.format(a=a, b=b), 151936)  # noqa: E731
     assert (count("f32", "f32"), count("bf16", "bf16"), count("f32", "bf16")) == (1, 0, 0)
     assert update_cost.f32_vocab_dots(line.format(a="f32", b="f32"), 1000) == 0
+
+
+def test_timed_train_at_real_lengths_packed(capsys):
+    """The timed benchmark runs the packed update on a real-length rollout."""
+    benchmarks.main(["train", "--preset", "tiny", "--repeats", "1", "--lengths", "real",
+                     "--pack-length", "24", "--pack-rows", "2"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["lengths"] == "real" and out["pack_length"] == 24 and out["tokens_per_s"] > 0

@@ -100,7 +100,8 @@ def _scoring_passes(fn, exp: Experience, rl: RLConfig):
     view = Experience(tokens=exp.tokens, attention=exp.attention, mask=exp.mask,
                       sampler_logp=exp.sampler_logp, row_valid=exp.row_valid)
     if not rl.pack_length:
-        return jax.lax.stop_gradient(_map_microbatches(fn, view, rl.microbatches * rl.minibatches))
+        pieces = rl.microbatches * rl.minibatches
+        return jax.lax.stop_gradient(_map_microbatches(fn, view, pieces))
     real = exp.attention * exp.row_valid[:, None].astype(exp.attention.dtype)
     plan = packing.plan(exp.tokens, real, pack_length=rl.pack_length, pack_rows=rl.pack_rows)
     micro = lambda m: view.replace(packed=packing.micro(  # noqa: E731
