@@ -346,7 +346,8 @@ def _add_update_args(p, prompts, samples, prompt_len, new_tokens):
     p.add_argument("--logprob-chunk", type=int, default=128)
     p.add_argument("--pack-length", type=int, default=0,
                    help="RLConfig.pack_length: packed rows of this many tokens (0: left-padded)")
-    p.add_argument("--pack-rows", type=int, default=1, help="RLConfig.pack_rows")
+    p.add_argument("--pack-rows", type=int, default=0,
+                   help="RLConfig.pack_rows (0: the rows of one unpacked micro-batch)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
 

@@ -121,6 +121,8 @@ def update_cost(mc, sc, rl, *, prompt_lens: np.ndarray, completion_lens: np.ndar
     if rl.minibatches != 1 or rl.epochs != 1:
         raise ValueError("update_cost counts one minibatch of one epoch")
     batch, n = len(completion_lens), sc.max_new_tokens
+    if rl.pack_length:
+        rl = packing.with_rows(rl, batch, prompt_len + n)
     seq = np.asarray(prompt_lens) + np.asarray(completion_lens)
     rollout = abstract_rollout(batch, prompt_len, n)
     rewards = jax.ShapeDtypeStruct((batch,), jnp.float32)
@@ -141,5 +143,5 @@ def update_cost(mc, sc, rl, *, prompt_lens: np.ndarray, completion_lens: np.ndar
             "flops_overhead": flops / model_flops(mc, seq),
             "f32_vocab_dots": costs[-1]["f32_vocab_dots"],
             "real_tokens": int(np.sum(seq)), "processed_tokens": int(plan["processed_tokens"]),
-            "micro_trips": int(plan["trips"]), "compiled_layers": list(depths),
+            "micro_trips": int(plan["trips"]), "pack_rows": rl.pack_rows, "compiled_layers": list(depths),
             "flops_extrapolated": len(depths) > 1, "update_flops": flops}

@@ -260,4 +260,7 @@ def test_pack_settings_are_checked():
     with pytest.raises(ValueError, match="pack_length"):
         step_lib.RLConfig(num_prompts=P, pack_length=-1)
     with pytest.raises(ValueError, match="pack_rows"):
-        step_lib.RLConfig(num_prompts=P, pack_rows=0)
+        step_lib.RLConfig(num_prompts=P, pack_rows=-1)
+    # 0: the rows of one unpacked micro-batch (8 rows / 2 micro-batches of 18 tokens → 3 × 24).
+    rl = step_lib.RLConfig(num_prompts=P, pack_length=L, microbatches=2)
+    assert packing.with_rows(rl, P * G, TP + N).pack_rows == 3

@@ -9,7 +9,8 @@ left-padded row (positions there count the real tokens before it), so the per-to
 log-probs, entropies and values are the unpacked path's, reordered.
 
 Static shapes, no overflow. A minibatch of b sequences is planned into K = R·ceil(b / R)
-rows (R = `rl.pack_rows`); K ≥ b rows always hold b sequences of at most L tokens, so no
+rows (R = `rl.pack_rows`, or by default the rows that hold one unpacked micro-batch's
+tokens: `rows_per_micro`); K ≥ b rows always hold b sequences of at most L tokens, so no
 batch of the shape overflows. The update runs micro-batches of R rows in a loop whose trip
 count is the rows the plan used, ceil(rows_used / R): short batches run fewer trips. Each
 micro-batch's log-probs are scattered back to the [b, N] completion grid, masked to the
@@ -21,6 +22,7 @@ log-probs, entropies, old values) run over the whole batch's plan the same way.
 The LM head and log-softmax run over every packed position (prompt tokens and the rows'
 padding included), not a gathered buffer of the scored positions only.
 """
+import dataclasses
 from typing import Dict
 
 import flax.struct
@@ -63,6 +65,16 @@ class Micro:
     positions: jax.Array
     index: jax.Array
     member: jax.Array
+
+
+def with_rows(rl, batch: int, row_tokens: int):
+    """`rl` with its packed rows per micro-batch R resolved: `rl.pack_rows`, or for 0 the rows
+    that hold the tokens of one unpacked micro-batch of a b-row minibatch,
+    max(1, ⌊(b / microbatches) · (Tp + N) / pack_length⌋) (the same memory)."""
+    if rl.pack_rows:
+        return rl
+    rows = max(1, (batch // rl.microbatches) * row_tokens // rl.pack_length)
+    return dataclasses.replace(rl, pack_rows=rows)
 
 
 def num_rows(batch: int, pack_rows: int) -> int:
@@ -138,6 +150,7 @@ def plan_stats(seq_lengths: np.ndarray, rl, batch: int, row_tokens: int) -> Dict
     lengths (one minibatch); unpacked: one trip over b rows of Tp + N (`row_tokens`)."""
     if rl.pack_length <= 0:
         return {"trips": 1, "processed_tokens": batch * row_tokens}
+    rl = with_rows(rl, batch, row_tokens)
     lengths = jnp.asarray(seq_lengths, jnp.int32)
     attention = (jnp.arange(row_tokens)[None] < lengths[:, None]).astype(jnp.int32)
     p = plan(attention, attention, pack_length=rl.pack_length, pack_rows=rl.pack_rows)

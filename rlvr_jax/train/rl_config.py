@@ -71,7 +71,9 @@ class RLConfig:
       pack_rows: packed rows per micro-batch (with pack_length > 0): the update runs as
         many micro-batches of pack_rows × pack_length tokens as the packing needs (never
         more than one per pack_rows sequences), so no batch overflows; the no-gradient
-        scoring passes are packed the same way and `microbatches` is unused.
+        scoring passes are packed the same way. 0 (default): the rows that hold one
+        unpacked micro-batch's tokens, ⌊(B / minibatches / microbatches) · (Tp + N) /
+        pack_length⌋ (the same activation memory; short batches run fewer of them).
       process_weight: α of the process (step) rewards from the task's step checkers, each
         on the token that ends its step (0: outcome only; > 0 scores on the host). Token
         estimators (reinforce_pp, gae) add them to the per-token rewards; the others add
@@ -111,7 +113,7 @@ class RLConfig:
     microbatches: int = 1
     logprob_chunk: int = 128
     pack_length: int = 0
-    pack_rows: int = 1
+    pack_rows: int = 0
     dynamic_sampling: bool = False
     minibatches: int = 1
     overlong_buffer: int = 0
@@ -167,11 +169,12 @@ def _check_choices(rl: RLConfig) -> None:
 
 
 def _check_ranges(rl: RLConfig) -> None:
-    for name in ("num_prompts", "epochs", "minibatches", "microbatches", "pack_rows"):
+    for name in ("num_prompts", "epochs", "minibatches", "microbatches"):
         if getattr(rl, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(rl, name)}")
-    if rl.pack_length < 0:
-        raise ValueError(f"pack_length must be >= 0 (0: off), got {rl.pack_length}")
+    if rl.pack_length < 0 or rl.pack_rows < 0:
+        raise ValueError(f"pack_length and pack_rows must be >= 0 (0: off / automatic), got "
+                         f"{rl.pack_length} and {rl.pack_rows}")
     if not 0.0 < rl.entropy_keep_fraction <= 1.0:
         raise ValueError("entropy_keep_fraction must be in (0, 1]")
     if rl.entropy_mask_invert and rl.entropy_keep_fraction >= 1.0:

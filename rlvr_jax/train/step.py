@@ -102,6 +102,7 @@ def _scoring_passes(fn, exp: Experience, rl: RLConfig):
     if not rl.pack_length:
         pieces = rl.microbatches * rl.minibatches
         return jax.lax.stop_gradient(_map_microbatches(fn, view, pieces))
+    rl = packing.with_rows(rl, exp.tokens.shape[0] // rl.minibatches, exp.tokens.shape[1])
     real = exp.attention * exp.row_valid[:, None].astype(exp.attention.dtype)
     plan = packing.plan(exp.tokens, real, pack_length=rl.pack_length, pack_rows=rl.pack_rows)
     micro = lambda m: view.replace(packed=packing.micro(  # noqa: E731
@@ -215,6 +216,7 @@ def _micro_batches(mb: Experience, rl: RLConfig):
     fraction of the tokens its forwards process that are padding): packed rows
     (`rl.pack_length` > 0) or `rl.microbatches` equal slices of the left-padded rows."""
     if rl.pack_length:  # Sequences at their real lengths in shared rows.
+        rl = packing.with_rows(rl, *mb.tokens.shape)
         real = mb.attention * mb.row_valid[:, None].astype(mb.attention.dtype)
         plan = packing.plan(mb.tokens, real, pack_length=rl.pack_length, pack_rows=rl.pack_rows)
         processed = packing.trips(plan, rl.pack_rows) * rl.pack_rows * rl.pack_length
