@@ -261,6 +261,8 @@ def test_pack_settings_are_checked():
         step_lib.RLConfig(num_prompts=P, pack_length=-1)
     with pytest.raises(ValueError, match="pack_rows"):
         step_lib.RLConfig(num_prompts=P, pack_rows=-1)
-    # 0: the rows of one unpacked micro-batch (8 rows / 2 micro-batches of 18 tokens → 3 × 24).
+    # 0: an eighth of one unpacked micro-batch's tokens, in rows of L, rounded up:
+    # 64 rows of 18 tokens / 2 micro-batches = 576 tokens → 576 / 24 / 8 = 3 rows.
     rl = step_lib.RLConfig(num_prompts=P, pack_length=L, microbatches=2)
-    assert packing.with_rows(rl, P * G, TP + N).pack_rows == 3
+    assert packing.with_rows(rl, 64, TP + N).pack_rows == 3
+    assert packing.with_rows(rl, P * G, TP + N).pack_rows == 1  # at least one row

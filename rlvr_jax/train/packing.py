@@ -9,8 +9,8 @@ left-padded row (positions there count the real tokens before it), so the per-to
 log-probs, entropies and values are the unpacked path's, reordered.
 
 Static shapes, no overflow. A minibatch of b sequences is planned into K = R·ceil(b / R)
-rows (R = `rl.pack_rows`, or by default the rows that hold one unpacked micro-batch's
-tokens: `rows_per_micro`); K ≥ b rows always hold b sequences of at most L tokens, so no
+rows (R = `rl.pack_rows`, or by default an eighth of the rows that hold one unpacked
+micro-batch's tokens: `with_rows`); K ≥ b rows always hold b sequences of at most L tokens, so no
 batch of the shape overflows. The update runs micro-batches of R rows in a loop whose trip
 count is the rows the plan used, ceil(rows_used / R): short batches run fewer trips. Each
 micro-batch's log-probs are scattered back to the [b, N] completion grid, masked to the
@@ -67,13 +67,18 @@ class Micro:
     member: jax.Array
 
 
+AUTO_TRIPS = 8  # pack_rows = 0: full rows would take this many packed micro-batches.
+
+
 def with_rows(rl, batch: int, row_tokens: int):
-    """`rl` with its packed rows per micro-batch R resolved: `rl.pack_rows`, or for 0 the rows
-    that hold the tokens of one unpacked micro-batch of a b-row minibatch,
-    max(1, ⌊(b / microbatches) · (Tp + N) / pack_length⌋) (the same memory)."""
+    """`rl` with its packed rows per micro-batch R resolved: `rl.pack_rows`, or for 0 an
+    AUTO_TRIPS-th of the rows that hold one unpacked micro-batch of a b-row minibatch,
+    max(1, ⌈(b / microbatches) · (Tp + N) / pack_length / AUTO_TRIPS⌉): at most the unpacked
+    micro-batch's memory, and fine enough that the last trip's padding stays small."""
     if rl.pack_rows:
         return rl
-    rows = max(1, (batch // rl.microbatches) * row_tokens // rl.pack_length)
+    tokens = (batch // rl.microbatches) * row_tokens
+    rows = max(1, -(-tokens // (rl.pack_length * AUTO_TRIPS)))
     return dataclasses.replace(rl, pack_rows=rows)
 
 

@@ -71,9 +71,10 @@ class RLConfig:
       pack_rows: packed rows per micro-batch (with pack_length > 0): the update runs as
         many micro-batches of pack_rows × pack_length tokens as the packing needs (never
         more than one per pack_rows sequences), so no batch overflows; the no-gradient
-        scoring passes are packed the same way. 0 (default): the rows that hold one
-        unpacked micro-batch's tokens, ⌊(B / minibatches / microbatches) · (Tp + N) /
-        pack_length⌋ (the same activation memory; short batches run fewer of them).
+        scoring passes are packed the same way. 0 (default): an eighth of the rows that
+        hold one unpacked micro-batch's tokens, ⌈(B / minibatches / microbatches) ·
+        (Tp + N) / pack_length / 8⌉ (less memory than an unpacked micro-batch; full rows
+        take 8 trips per micro-batch, short ones fewer).
       process_weight: α of the process (step) rewards from the task's step checkers, each
         on the token that ends its step (0: outcome only; > 0 scores on the host). Token
         estimators (reinforce_pp, gae) add them to the per-token rewards; the others add
