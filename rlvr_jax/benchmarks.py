@@ -162,51 +162,18 @@ def add_decode_cost_parser(subparsers):
     p.set_defaults(func=decode_cost_command)
 
 
-def _fake_rollout(mc, prompts, samples, prompt_len, new_tokens, seed, lengths=None):
-    """A Rollout of random tokens: every row full (Tp prompt, N new tokens), or with
-    `lengths` = (prompt lengths [B], completion lengths [B]) left-padded prompts and
-    right-padded completions of those real lengths."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from rlvr_jax import sampling
-    b = prompts * samples
-    if lengths is None:
-        lengths = (np.full((b,), prompt_len), np.full((b,), new_tokens))
-    pmask = jnp.asarray(np.arange(prompt_len)[None] >= prompt_len - lengths[0][:, None], jnp.int32)
-    mask = jnp.asarray(np.arange(new_tokens)[None] < lengths[1][:, None], jnp.int32)
-    keys = jax.random.split(jax.random.PRNGKey(seed), 3)
-    return sampling.Rollout(
-        tokens=jax.random.randint(keys[0], (b, new_tokens), 1, mc.vocab_size) * mask,
-        mask=mask, logprobs=-jax.random.uniform(keys[1], (b, new_tokens)) * mask,
-        lengths=jnp.asarray(lengths[1], jnp.int32),
-        finished=jnp.asarray(lengths[1] < new_tokens),
-        prompt_tokens=jax.random.randint(keys[2], (b, prompt_len), 1, mc.vocab_size) * pmask,
-        prompt_mask=pmask)
-
-
-def _workload_lengths(args):
-    """(prompt lengths [B], completion lengths [B]) of `--lengths`: forced (every row full)
-    or real (`rlvr_jax.workloads`, seed 0; a prompt's length repeated over its G samples)."""
-    import numpy as np
-    from rlvr_jax import workloads
-    b = args.prompts * args.samples
-    if args.lengths == "forced":
-        return np.full((b,), args.prompt_len), np.full((b,), args.new_tokens)
-    prompt = np.repeat(workloads.prompt_lengths(args.prompts, args.prompt_len), args.samples)
-    return prompt, workloads.completion_lengths(b, args.new_tokens)
-
-
 def _update_cost_command(args):
     """`train --compile-only`: padded fraction, FLOPs overhead and float32 vocab dots of the
-    compiled update (`rlvr_jax.update_cost`), one minibatch, one log-prob chunk."""
+    compiled update (`rlvr_jax.update_cost`), one minibatch, one log-prob chunk; packed rows
+    of Tp + N at real lengths unless `--pack-length` says otherwise."""
     import dataclasses
     from rlvr_jax import update_cost
     mc, sc, rl = _update_configs(args)
     chunk = max(args.new_tokens, rl.pack_length)  # One log-prob chunk: no loop to miscount.
     rl = dataclasses.replace(rl, logprob_chunk=chunk,
                              microbatches=1 if not rl.pack_length else rl.microbatches)
-    prompt, completion = _workload_lengths(args)
+    prompt, completion = update_cost.workload_lengths(
+        args.lengths, args.prompts, args.samples, args.prompt_len, args.new_tokens)
     out = {"benchmark": "train", "compile_only": True, "lengths": args.lengths,
            "preset": args.preset, "dtype": args.dtype, "remat": args.remat,
            "sequences": args.prompts * args.samples, "prompt_len": args.prompt_len,
@@ -234,9 +201,17 @@ def _update_configs(args):
     sc = sampling.SamplingConfig(max_new_tokens=args.new_tokens, num_samples=args.samples,
                                  temperature=1.0)
     rl = step_lib.RLConfig(num_prompts=args.prompts, microbatches=args.microbatches,
-                           logprob_chunk=args.logprob_chunk, pack_length=args.pack_length,
+                           logprob_chunk=args.logprob_chunk, pack_length=_pack_length(args),
                            pack_rows=args.pack_rows)
     return mc, sc, rl
+
+
+def _pack_length(args) -> int:
+    """`--pack-length`; by default Tp + N at `--lengths real` (packing pays), else 0."""
+    if args.pack_length is not None:
+        return args.pack_length
+    real = getattr(args, "lengths", "forced") == "real"
+    return args.prompt_len + args.new_tokens if real else 0
 
 
 def _update_setup(args):
@@ -262,14 +237,17 @@ def train_command(args):
     """Policy update (forward + backward + AdamW) of B×(Tp+N) tokens: tokens/s and MFU
     (--compile-only: padded fraction, FLOPs overhead, float32 vocab dots; nothing runs)."""
     import jax.numpy as jnp
+    from rlvr_jax import update_cost
     from rlvr_jax.train import step as step_lib
 
     if args.compile_only:
         return _update_cost_command(args)
     mc, sc, rl, tx, state = _update_setup(args)
     update_fn = step_lib.make_update_fn(mc, sc, rl, tx)
-    rollout = _fake_rollout(mc, args.prompts, args.samples, args.prompt_len, args.new_tokens,
-                            args.seed, _workload_lengths(args))
+    lengths = update_cost.workload_lengths(
+        args.lengths, args.prompts, args.samples, args.prompt_len, args.new_tokens)
+    rollout = update_cost.fake_rollout(mc, args.prompts, args.samples, args.prompt_len,
+                                       args.new_tokens, args.seed, lengths)
     rewards = (jnp.arange(args.prompts * args.samples) % 2).astype(jnp.float32)
     holder = {"state": state}
 
@@ -281,9 +259,8 @@ def train_command(args):
     tokens = args.prompts * args.samples * context
     flops = tokens * _flops_per_token(mc, context)
     if args.lengths == "real":  # Real tokens, the model's FLOPs over their own lengths.
-        from rlvr_jax import update_cost
-        lengths = sum(_workload_lengths(args))
-        tokens, flops = int(lengths.sum()), update_cost.model_flops(mc, lengths)
+        seq = sum(lengths)
+        tokens, flops = int(seq.sum()), update_cost.model_flops(mc, seq)
     out = {"benchmark": "train", "preset": args.preset, "dtype": args.dtype, "remat": args.remat,
            "layer_unroll": mc.layer_unroll, "lengths": args.lengths,
            "pack_length": rl.pack_length, "pack_rows": rl.pack_rows,
@@ -344,8 +321,9 @@ def _add_update_args(p, prompts, samples, prompt_len, new_tokens):
     p.add_argument("--new-tokens", type=int, default=new_tokens)
     p.add_argument("--microbatches", type=int, default=1)
     p.add_argument("--logprob-chunk", type=int, default=128)
-    p.add_argument("--pack-length", type=int, default=0,
-                   help="RLConfig.pack_length: packed rows of this many tokens (0: left-padded)")
+    p.add_argument("--pack-length", type=int, default=None,
+                   help="RLConfig.pack_length: packed rows of this many tokens (0: left-padded; "
+                        "default: Tp + N with --lengths real, else 0)")
     p.add_argument("--pack-rows", type=int, default=0,
                    help="RLConfig.pack_rows (0: the rows of one unpacked micro-batch)")
     p.add_argument("--repeats", type=int, default=3)

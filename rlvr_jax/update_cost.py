@@ -143,5 +143,40 @@ def update_cost(mc, sc, rl, *, prompt_lens: np.ndarray, completion_lens: np.ndar
             "flops_overhead": flops / model_flops(mc, seq),
             "f32_vocab_dots": costs[-1]["f32_vocab_dots"],
             "real_tokens": int(np.sum(seq)), "processed_tokens": int(plan["processed_tokens"]),
-            "micro_trips": int(plan["trips"]), "pack_rows": rl.pack_rows, "compiled_layers": list(depths),
-            "flops_extrapolated": len(depths) > 1, "update_flops": flops}
+            "micro_trips": int(plan["trips"]), "pack_rows": rl.pack_rows,
+            "compiled_layers": list(depths), "flops_extrapolated": len(depths) > 1,
+            "update_flops": flops}
+
+
+def fake_rollout(mc, prompts, samples, prompt_len, new_tokens, seed, lengths=None):
+    """A Rollout of random tokens: every row full (Tp prompt, N new tokens), or with
+    `lengths` = (prompt lengths [B], completion lengths [B]) left-padded prompts and
+    right-padded completions of those real lengths."""
+    import jax
+    import jax.numpy as jnp
+    from rlvr_jax import sampling
+    b = prompts * samples
+    if lengths is None:
+        lengths = (np.full((b,), prompt_len), np.full((b,), new_tokens))
+    pmask = jnp.asarray(np.arange(prompt_len)[None] >= prompt_len - lengths[0][:, None], jnp.int32)
+    mask = jnp.asarray(np.arange(new_tokens)[None] < lengths[1][:, None], jnp.int32)
+    keys = jax.random.split(jax.random.PRNGKey(seed), 3)
+    return sampling.Rollout(
+        tokens=jax.random.randint(keys[0], (b, new_tokens), 1, mc.vocab_size) * mask,
+        mask=mask, logprobs=-jax.random.uniform(keys[1], (b, new_tokens)) * mask,
+        lengths=jnp.asarray(lengths[1], jnp.int32),
+        finished=jnp.asarray(lengths[1] < new_tokens),
+        prompt_tokens=jax.random.randint(keys[2], (b, prompt_len), 1, mc.vocab_size) * pmask,
+        prompt_mask=pmask)
+
+
+def workload_lengths(kind: str, prompts: int, samples: int, prompt_len: int, new_tokens: int):
+    """(prompt lengths [B], completion lengths [B]) of a benchmark workload: "forced" (every
+    row full) or "real" (`rlvr_jax.workloads`, seed 0; a prompt's length repeated over its
+    G samples)."""
+    from rlvr_jax import workloads
+    b = prompts * samples
+    if kind == "forced":
+        return np.full((b,), prompt_len), np.full((b,), new_tokens)
+    prompt = np.repeat(workloads.prompt_lengths(prompts, prompt_len), samples)
+    return prompt, workloads.completion_lengths(b, new_tokens)
