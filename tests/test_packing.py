@@ -266,3 +266,15 @@ def test_pack_settings_are_checked():
     rl = step_lib.RLConfig(num_prompts=P, pack_length=L, microbatches=2)
     assert packing.with_rows(rl, 64, TP + N).pack_rows == 3
     assert packing.with_rows(rl, P * G, TP + N).pack_rows == 1  # at least one row
+
+
+def test_dynamic_sampling_fillers_are_left_out(params, model_config, rollout):
+    """Dynamic sampling keeps 3 of 4 groups, only 2 of them informative: the filler group's rows
+    are not packed (no tokens, no trips) and the update equals the left-padded one."""
+    out = {}
+    for pack in (0, L):
+        rl = step_lib.RLConfig(num_prompts=P - 1, dynamic_sampling=True, pack_length=pack,
+                               pack_rows=R, aggregation="token-mean")
+        out[pack] = _update(model_config, rl, rollout, _state(params))
+    _assert_same_update(out[L], out[0], model_config)
+    assert out[L][1]["update/padded_fraction"] < out[0][1]["update/padded_fraction"]

@@ -215,9 +215,10 @@ def _micro_batches(mb: Experience, rl: RLConfig):
     """(accumulate(grad_fn, params, counts=) over the micro-batches of minibatch `mb`, the
     fraction of the tokens its forwards process that are padding): packed rows
     (`rl.pack_length` > 0) or `rl.microbatches` equal slices of the left-padded rows."""
+    # Real: the tokens of rows in valid groups (dynamic sampling's fillers are padding too).
+    real = mb.attention * mb.row_valid[:, None].astype(mb.attention.dtype)
     if rl.pack_length:  # Sequences at their real lengths in shared rows.
         rl = packing.with_rows(rl, *mb.tokens.shape)
-        real = mb.attention * mb.row_valid[:, None].astype(mb.attention.dtype)
         plan = packing.plan(mb.tokens, real, pack_length=rl.pack_length, pack_rows=rl.pack_rows)
         processed = packing.trips(plan, rl.pack_rows) * rl.pack_rows * rl.pack_length
         accumulate = functools.partial(_accumulate_packed, mb=mb, plan=plan, rl=rl)
@@ -225,7 +226,7 @@ def _micro_batches(mb: Experience, rl: RLConfig):
         b = mb.tokens.shape[0]
         micro = jax.tree.map(lambda x: x.reshape(
             (rl.microbatches, b // rl.microbatches) + x.shape[1:]), mb)
-        real, processed = mb.attention, mb.attention.size
+        processed = mb.attention.size
         accumulate = functools.partial(_accumulate, micro=micro)
     return accumulate, 1.0 - jnp.sum(real) / processed
 
