@@ -9,7 +9,8 @@ runs the same `update` with the same keys (`step_keys`). Rewards are scored and 
 `make_sft_step` (train/sft.py, re-exported) is the supervised warm-up step. The data
 between the update's stages is typed (`train/experience.py`); the algorithm's functions are
 resolved once from the `RLConfig` (`train/algorithms.py`); the per-micro-batch losses live
-in `train/objective.py` and the rollout statistics in `train/metrics.py`.
+in `train/objective.py`, their micro-batch loops (left-padded or packed) in
+`train/microbatch.py` and the rollout statistics in `train/metrics.py`.
 
 Shapes: P' prompts in a batch (P' = P · oversample with dynamic sampling), P groups that
 enter the update, G samples per prompt, B = P·G sequences, Tp prompt tokens, N new tokens.
@@ -27,7 +28,7 @@ from rlvr_jax.models import ModelConfig
 from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_model_shaper  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_params as _reward_params
-from rlvr_jax.train import objective, packing
+from rlvr_jax.train import microbatch, objective
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
@@ -86,33 +87,6 @@ def select_update_groups(rollout: sampling.Rollout, rewards: jax.Array, num_samp
                   None if steps is None else take_rows(steps, rows)), metrics
 
 
-def _map_microbatches(fn, data, num: int):
-    """Apply fn to `num` equal row slices of data with lax.map; concatenate the outputs."""
-    split = jax.tree.map(lambda x: x.reshape((num, x.shape[0] // num) + x.shape[1:]), data)
-    out = jax.lax.map(fn, split)
-    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
-
-
-def _scoring_passes(fn, exp: Experience, rl: RLConfig):
-    """fn(micro-batch Experience) -> pytree of [b, N] arrays, over the whole batch, without
-    gradient: on `rl.microbatches · rl.minibatches` slices of the left-padded rows, or summed
-    over the packed micro-batches (`rl.pack_length` > 0; 0 in rows of invalid groups)."""
-    view = Experience(tokens=exp.tokens, attention=exp.attention, mask=exp.mask,
-                      sampler_logp=exp.sampler_logp, row_valid=exp.row_valid)
-    if not rl.pack_length:
-        pieces = rl.microbatches * rl.minibatches
-        return jax.lax.stop_gradient(_map_microbatches(fn, view, pieces))
-    rl = packing.with_rows(rl, exp.tokens.shape[0] // rl.minibatches, exp.tokens.shape[1])
-    real = exp.attention * exp.row_valid[:, None].astype(exp.attention.dtype)
-    plan = packing.plan(exp.tokens, real, pack_length=rl.pack_length, pack_rows=rl.pack_rows)
-    micro = lambda m: view.replace(packed=packing.micro(  # noqa: E731
-        plan, m, pack_rows=rl.pack_rows, num_new=exp.num_new))
-    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, micro(0)))
-    out = jax.lax.fori_loop(0, packing.trips(plan, rl.pack_rows),
-                            lambda m, acc: jax.tree.map(jnp.add, acc, fn(micro(m))), zeros)
-    return jax.lax.stop_gradient(out)
-
-
 def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
                      model_config: ModelConfig, temperature: float
                      ) -> Tuple[Experience, Optional[jax.Array]]:
@@ -123,7 +97,7 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
       policy's log-probs [B, N] when computed (KL in the reward needs them) else None).
     """
     def logprobs_of(params, with_entropy=False):
-        return _scoring_passes(lambda x: objective.logprobs_of(
+        return microbatch.scoring_passes(lambda x: objective.logprobs_of(
             params, x, model_config=model_config, temperature=temperature,
             chunk=rl.logprob_chunk, with_entropy=with_entropy), exp, rl)
 
@@ -137,7 +111,7 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
         if rl.kl_in_reward and current is None:
             current = logprobs_of(state.params)[0]
     if rl.needs_value:
-        exp = exp.replace(old_values=_scoring_passes(lambda x: objective.values_of(
+        exp = exp.replace(old_values=microbatch.scoring_passes(lambda x: objective.values_of(
             state.value_params, x, model_config=model_config), exp, rl))
     return exp, current
 
@@ -181,56 +155,6 @@ def advantages_stage(groups: Groups, exp: Experience, *, algo: Algorithm,
     return exp.replace(advantages=a, returns=returns), advantage_metrics(a, exp.mask)
 
 
-def _accumulate(grad_fn, params, micro, counts):
-    """(Σ loss, Σ grads, mean metrics) of grad_fn over the leading (micro-batch) axis."""
-    def micro_step(acc, x):
-        (loss, m), g = grad_fn(params, x, counts)
-        return jax.tree.map(jnp.add, acc, (loss, g)), m
-
-    zeros = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
-    (loss, grads), mets = jax.lax.scan(micro_step, zeros, micro)
-    return loss, grads, jax.tree.map(jnp.mean, mets)
-
-
-def _accumulate_packed(grad_fn, params, mb: Experience, plan: packing.Plan, counts, rl: RLConfig):
-    """(Σ loss, Σ grads, mean metrics) of grad_fn over the packed micro-batches of minibatch
-    `mb`: `packing.trips(plan)` of them (a loop whose trip count the lengths decide)."""
-    def micro(m):
-        x = packing.micro(plan, m, pack_rows=rl.pack_rows, num_new=mb.num_new)
-        return mb.replace(mask=mb.mask * x.member.astype(mb.mask.dtype), packed=x)
-
-    def body(m, acc):
-        (loss, mets), g = grad_fn(params, micro(m), counts)
-        return jax.tree.map(jnp.add, acc, (loss, g, mets))
-
-    shapes = jax.eval_shape(lambda: grad_fn(params, micro(0), counts))
-    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
-                         (shapes[0][0], shapes[1], shapes[0][1]))
-    trips = packing.trips(plan, rl.pack_rows)
-    loss, grads, mets = jax.lax.fori_loop(0, trips, body, zeros)
-    return loss, grads, jax.tree.map(lambda x: x / trips.astype(x.dtype), mets)
-
-
-def _micro_batches(mb: Experience, rl: RLConfig):
-    """(accumulate(grad_fn, params, counts=) over the micro-batches of minibatch `mb`, the
-    fraction of the tokens its forwards process that are padding): packed rows
-    (`rl.pack_length` > 0) or `rl.microbatches` equal slices of the left-padded rows."""
-    # Real: the tokens of rows in valid groups (dynamic sampling's fillers are padding too).
-    real = mb.attention * mb.row_valid[:, None].astype(mb.attention.dtype)
-    if rl.pack_length:  # Sequences at their real lengths in shared rows.
-        rl = packing.with_rows(rl, *mb.tokens.shape)
-        plan = packing.plan(mb.tokens, real, pack_length=rl.pack_length, pack_rows=rl.pack_rows)
-        processed = packing.trips(plan, rl.pack_rows) * rl.pack_rows * rl.pack_length
-        accumulate = functools.partial(_accumulate_packed, mb=mb, plan=plan, rl=rl)
-    else:
-        b = mb.tokens.shape[0]
-        micro = jax.tree.map(lambda x: x.reshape(
-            (rl.microbatches, b // rl.microbatches) + x.shape[1:]), mb)
-        processed = mb.attention.size
-        accumulate = functools.partial(_accumulate, micro=micro)
-    return accumulate, 1.0 - jnp.sum(real) / processed
-
-
 def _minibatch_counts(mb: Experience) -> Dict[str, jax.Array]:
     """Global normalisers of a minibatch (each at least 1)."""
     counts = losses.global_counts(mb.mask)
@@ -267,7 +191,7 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
         if mb.entropy is not None:  # The cutoff is over the minibatch's valid tokens.
             mb = mb.replace(entropy=None, entropy_mask=losses.high_entropy_mask(
                 mb.entropy, mb.mask, keep_fraction=rl.entropy_keep_fraction))
-        accumulate, padded = _micro_batches(mb, rl)
+        accumulate, padded = microbatch.micro_batches(mb, rl)
         loss, grads, mets = accumulate(grad_fn, params, counts=counts)
         mets["update/padded_fraction"] = padded
         updates, opt_state = tx.update(grads, opt_state, params)
