@@ -69,8 +69,8 @@ class RLConfig:
         lengths) first-fit-decreasing into rows of this many tokens (at least Tp + N), with
         segment ids and restarting positions (`train/packing.py`); 0: left-padded rows.
       pack_rows: packed rows per micro-batch (with pack_length > 0): the update runs as
-        many micro-batches of pack_rows × pack_length tokens as the packing needs (never
-        more than one per pack_rows sequences), so no batch overflows; the no-gradient
+        many micro-batches of pack_rows × pack_length tokens as the packing needs (at most
+        ⌈b / pack_rows⌉ for b sequences), so no batch overflows; the no-gradient
         scoring passes are packed the same way. 0 (default): an eighth of the rows that
         hold one unpacked micro-batch's tokens, ⌈(B / minibatches / microbatches) ·
         (Tp + N) / pack_length / 8⌉ (less memory than an unpacked micro-batch; full rows
