@@ -42,7 +42,9 @@ def get_config():
     config.rl.learning_rate = 1e-6
     config.rl.warmup_steps = 10
     config.rl.kl_coef = 0.0                 # No reference model (common RLVR choice).
-    config.rl.microbatches = 4              # 64 sequences per forward/backward.
+    config.rl.microbatches = 4              # 64 sequences per forward/backward (unpacked).
+    config.rl.pack_length = 256 + 512       # Packed rows of Tp + N tokens (docs/performance.md).
+    config.rl.pack_rows = 32                # 32 packed rows per micro-batch (as many as needed).
     config.rl.logprob_chunk = 128
     config.eval.every = 50
     config.eval.num_prompts = 500

@@ -162,20 +162,27 @@ def add_decode_cost_parser(subparsers):
     p.set_defaults(func=decode_cost_command)
 
 
-def _fake_rollout(mc, prompts, samples, prompt_len, new_tokens, seed):
-    """A Rollout of random tokens (every row generates exactly `new_tokens`)."""
-    import jax
-    import jax.numpy as jnp
-    from rlvr_jax import sampling
-    b = prompts * samples
-    keys = jax.random.split(jax.random.PRNGKey(seed), 3)
-    return sampling.Rollout(
-        tokens=jax.random.randint(keys[0], (b, new_tokens), 1, mc.vocab_size),
-        mask=jnp.ones((b, new_tokens), jnp.int32),
-        logprobs=-jax.random.uniform(keys[1], (b, new_tokens)),
-        lengths=jnp.full((b,), new_tokens, jnp.int32), finished=jnp.ones((b,), bool),
-        prompt_tokens=jax.random.randint(keys[2], (b, prompt_len), 1, mc.vocab_size),
-        prompt_mask=jnp.ones((b, prompt_len), jnp.int32))
+def _update_cost_command(args):
+    """`train --compile-only`: padded fraction, FLOPs overhead and float32 vocab dots of the
+    compiled update (`rlvr_jax.update_cost`), one minibatch, one log-prob chunk; packed rows
+    of Tp + N at real lengths unless `--pack-length` says otherwise."""
+    import dataclasses
+    from rlvr_jax import update_cost
+    mc, sc, rl = _update_configs(args)
+    chunk = max(args.new_tokens, rl.pack_length)  # One log-prob chunk: no loop to miscount.
+    rl = dataclasses.replace(rl, logprob_chunk=chunk,
+                             microbatches=1 if not rl.pack_length else rl.microbatches)
+    prompt, completion = update_cost.workload_lengths(
+        args.lengths, args.prompts, args.samples, args.prompt_len, args.new_tokens)
+    out = {"benchmark": "train", "compile_only": True, "lengths": args.lengths,
+           "preset": args.preset, "dtype": args.dtype, "remat": args.remat,
+           "sequences": args.prompts * args.samples, "prompt_len": args.prompt_len,
+           "new_tokens": args.new_tokens, "pack_length": rl.pack_length,
+           "pack_rows": rl.pack_rows, "microbatches": rl.microbatches, "logprob_chunk": chunk}
+    out.update(update_cost.update_cost(mc, sc, rl, prompt_lens=prompt, completion_lens=completion,
+                                       prompt_len=args.prompt_len))
+    out.update(_device_info())
+    return out
 
 
 def _flops_per_token(mc, context):
@@ -184,19 +191,35 @@ def _flops_per_token(mc, context):
     return 6 * mc.num_params(include_embedding=False) + attention
 
 
-def _update_setup(args):
-    import jax
+def _update_configs(args):
+    """(model, sampling, update) configs of the `train` / `rl_step` flags."""
     from rlvr_jax import sampling
-    from rlvr_jax.models import presets, transformer
-    from rlvr_jax.train import state as state_lib
+    from rlvr_jax.models import presets
     from rlvr_jax.train import step as step_lib
-
     mc = presets.get(args.preset, dtype=args.dtype, remat=args.remat,
                      scan_unroll=args.scan_unroll)
     sc = sampling.SamplingConfig(max_new_tokens=args.new_tokens, num_samples=args.samples,
                                  temperature=1.0)
     rl = step_lib.RLConfig(num_prompts=args.prompts, microbatches=args.microbatches,
-                           logprob_chunk=args.logprob_chunk)
+                           logprob_chunk=args.logprob_chunk, pack_length=_pack_length(args),
+                           pack_rows=args.pack_rows)
+    return mc, sc, rl
+
+
+def _pack_length(args) -> int:
+    """`--pack-length`; by default Tp + N at `--lengths real` (packing pays), else 0."""
+    if args.pack_length is not None:
+        return args.pack_length
+    real = getattr(args, "lengths", "forced") == "real"
+    return args.prompt_len + args.new_tokens if real else 0
+
+
+def _update_setup(args):
+    import jax
+    from rlvr_jax.models import transformer
+    from rlvr_jax.train import state as state_lib
+
+    mc, sc, rl = _update_configs(args)
     tx = state_lib.make_optimizer(learning_rate=1e-6)
     params = transformer.init_params(mc, jax.random.PRNGKey(args.seed))
     state = state_lib.create_train_state(params, tx, jax.random.PRNGKey(args.seed + 1))
@@ -211,14 +234,20 @@ def _device_info():
 
 
 def train_command(args):
-    """Policy update (forward + backward + AdamW) of B×(Tp+N) tokens: tokens/s and MFU."""
+    """Policy update (forward + backward + AdamW) of B×(Tp+N) tokens: tokens/s and MFU
+    (--compile-only: padded fraction, FLOPs overhead, float32 vocab dots; nothing runs)."""
     import jax.numpy as jnp
+    from rlvr_jax import update_cost
     from rlvr_jax.train import step as step_lib
 
+    if args.compile_only:
+        return _update_cost_command(args)
     mc, sc, rl, tx, state = _update_setup(args)
     update_fn = step_lib.make_update_fn(mc, sc, rl, tx)
-    rollout = _fake_rollout(mc, args.prompts, args.samples, args.prompt_len, args.new_tokens,
-                            args.seed)
+    lengths = update_cost.workload_lengths(
+        args.lengths, args.prompts, args.samples, args.prompt_len, args.new_tokens)
+    rollout = update_cost.fake_rollout(mc, args.prompts, args.samples, args.prompt_len,
+                                       args.new_tokens, args.seed, lengths)
     rewards = (jnp.arange(args.prompts * args.samples) % 2).astype(jnp.float32)
     holder = {"state": state}
 
@@ -229,8 +258,12 @@ def train_command(args):
     context = args.prompt_len + args.new_tokens
     tokens = args.prompts * args.samples * context
     flops = tokens * _flops_per_token(mc, context)
+    if args.lengths == "real":  # Real tokens, the model's FLOPs over their own lengths.
+        seq = sum(lengths)
+        tokens, flops = int(seq.sum()), update_cost.model_flops(mc, seq)
     out = {"benchmark": "train", "preset": args.preset, "dtype": args.dtype, "remat": args.remat,
-           "layer_unroll": mc.layer_unroll,
+           "layer_unroll": mc.layer_unroll, "lengths": args.lengths,
+           "pack_length": rl.pack_length, "pack_rows": rl.pack_rows,
            "sequences": args.prompts * args.samples, "tokens_per_sequence": context,
            "microbatches": args.microbatches, "step_s": seconds, "tokens_per_s": tokens / seconds,
            "tflops_per_s": flops / seconds / 1e12, "matmul_params": mc.num_params(False)}
@@ -288,6 +321,11 @@ def _add_update_args(p, prompts, samples, prompt_len, new_tokens):
     p.add_argument("--new-tokens", type=int, default=new_tokens)
     p.add_argument("--microbatches", type=int, default=1)
     p.add_argument("--logprob-chunk", type=int, default=128)
+    p.add_argument("--pack-length", type=int, default=None,
+                   help="RLConfig.pack_length: packed rows of this many tokens (0: left-padded; "
+                        "default: Tp + N with --lengths real, else 0)")
+    p.add_argument("--pack-rows", type=int, default=0,
+                   help="RLConfig.pack_rows (0: the rows of one unpacked micro-batch)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
 
@@ -295,6 +333,11 @@ def _add_update_args(p, prompts, samples, prompt_len, new_tokens):
 def add_train_parser(subparsers):
     p = subparsers.add_parser("train", help=train_command.__doc__)
     _add_update_args(p, prompts=4, samples=2, prompt_len=8, new_tokens=16)
+    p.add_argument("--lengths", default="forced", choices=("forced", "real"),
+                   help="forced: every row full; real: rlvr_jax.workloads' length draws")
+    p.add_argument("--compile-only", action="store_true",
+                   help="compile from abstract inputs only; report padded_fraction, "
+                        "flops_overhead and f32_vocab_dots (rlvr_jax.update_cost)")
     p.set_defaults(func=train_command)
 
 

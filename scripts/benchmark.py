@@ -5,6 +5,9 @@ scoring; one JSON object each.
         --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --force-length
     python scripts/benchmark.py train --preset qwen2.5-0.5b --dtype bfloat16 --remat dots_no_batch \
         --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
+    python scripts/benchmark.py train --lengths real --compile-only --preset qwen2.5-0.5b \
+        --dtype bfloat16 --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 \
+        --pack-length 640 --pack-rows 8   # padded fraction, FLOPs overhead, f32 vocab dots
     python scripts/benchmark.py rl_step --preset qwen2.5-0.5b --dtype bfloat16 \
         --prompts 32 --samples 8 --prompt-len 128 --new-tokens 512 --microbatches 8
     python scripts/benchmark.py decode_cost   # bytes of a decode step and a rollout (on CPU)

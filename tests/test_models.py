@@ -433,3 +433,39 @@ def test_layer_scan_unrolled_or_not_gives_the_same_forward(tiny_config, tiny_par
     numerics.assert_forward_close(unrolled, scanned, tiny_config, 7)
     with pytest.raises(ValueError, match="scan_unroll"):
         tiny_config.replace(scan_unroll=tiny_config.n_layers + 1)
+
+
+def test_lm_head_backward_runs_in_the_compute_dtype():
+    """bf16: the logits' float32 cotangent is rounded to bf16 once, then both backward dots
+    accumulate in float32, so each gradient entry is within 2·u_bf16·Σ|g||w| of the float32
+    dot of the unrounded cotangent (rounding g: u_bf16 relative per term; the float32 sum of
+    K terms: γ_K ≪ u_bf16, counted as a second u_bf16) plus the result's rounding to bf16
+    (u_bf16·|ref|); u_bf16 = 2^-8 (8 significand bits). No float32 × float32 dot over the
+    vocabulary is left in the lowered program (it has one per backward dot in float32)."""
+    from rlvr_jax import update_cost
+    u_bf16 = 2.0 ** -8
+    rng = np.random.default_rng(8)
+    hidden = jnp.asarray(rng.normal(size=(2, 5, 16)), jnp.bfloat16)
+    head = jnp.asarray(rng.normal(size=(16, 96)), jnp.bfloat16)
+    g = jnp.asarray(rng.normal(size=(2, 5, 96)), jnp.float32)
+    _, vjp = jax.vjp(models.logprobs.head_logits, hidden, head)
+    d_hidden, d_head = vjp(g)
+    assert d_hidden.dtype == d_head.dtype == jnp.bfloat16
+    h64, w64, g64 = (np.asarray(x, np.float64) for x in (hidden, head, g))
+    for got, want, size in ((d_hidden, np.einsum("bcv,dv->bcd", g64, w64),
+                             np.einsum("bcv,dv->bcd", np.abs(g64), np.abs(w64))),
+                            (d_head, np.einsum("bcd,bcv->dv", h64, g64),
+                             np.einsum("bcd,bcv->dv", np.abs(h64), np.abs(g64)))):
+        np.testing.assert_array_less(np.abs(np.asarray(got, np.float64) - want),
+                                     2 * u_bf16 * size + u_bf16 * np.abs(want) + 1e-30)
+
+    targets = jnp.zeros((2, 5), jnp.int32)
+
+    def loss(h, w):
+        logp, ent = models.chunked_logprobs(h, targets, w, chunk_size=2, with_entropy=True)
+        return jnp.sum(logp) + jnp.sum(ent)
+    count = {dtype: update_cost.f32_vocab_dots(jax.jit(jax.grad(loss, (0, 1))).lower(
+        hidden.astype(dtype), head.astype(dtype)).as_text(), 96)
+        for dtype in (jnp.bfloat16, jnp.float32)}
+    # float32 (where the counter must see them): the chunk's forward dot, two backward dots.
+    assert count == {jnp.bfloat16: 0, jnp.float32: 3}

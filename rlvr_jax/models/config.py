@@ -6,6 +6,7 @@ import jax.numpy as jnp
 
 FAMILIES = ("llama", "qwen2", "qwen3")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
+ATTENTIONS = ("auto", "xla", "pallas_gpu", "splash")  # `models.attention`
 # scan_unroll=0 unrolls the training forward of models this shallow (measured in
 # docs/performance.md: faster on CPU at 4 layers; at 24 layers on an H100 the scanned update
 # ran out of memory where the unrolled one fitted).
@@ -45,6 +46,10 @@ class ModelConfig:
         0 (default) unrolls models of at most `AUTO_UNROLL_LAYERS` layers and scans deeper
         ones. Decoding always runs layer by layer (`models.decoding`). Parameters are
         stacked [L, ...] either way.
+      attention: the training forward's self-attention (`models.attention`): "auto" (a
+        fused kernel on one GPU / TPU; the plain XLA path on CPU and on several devices),
+        "xla", "pallas_gpu" or "splash" (explicit kernels run in Pallas interpret mode off
+        their backend).
     """
     family: str = "qwen2"
     vocab_size: int = 128
@@ -65,10 +70,13 @@ class ModelConfig:
     remat: str = "none"
     max_position_embeddings: int = 32768
     scan_unroll: int = 0
+    attention: str = "auto"
 
     def __post_init__(self):
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")

@@ -5,6 +5,12 @@ training batch do not fit in memory. These functions compute the LM head,
 log-softmax (float32) and the quantities we need one sequence chunk at a time
 inside a `lax.scan`, with the chunk body rematerialised so the backward pass
 also holds only one chunk of logits.
+
+The LM head runs in the compute dtype both ways (`head_logits`): the forward dot takes
+compute-dtype operands with float32 accumulation, and the backward pass casts the float32
+logits' cotangent to the compute dtype before its two vocabulary-sized dots (as every other
+matmul of a bf16 model does), instead of running them float32 × float32. A float32 model
+keeps autodiff's dots (the same arithmetic; its program is unchanged).
 """
 import functools
 from typing import Optional, Tuple
@@ -16,13 +22,38 @@ from rlvr_jax.models import transformer
 from rlvr_jax.models.config import ModelConfig
 
 
+@jax.custom_vjp
+def head_logits(hidden: jax.Array, head: jax.Array) -> jax.Array:
+    """float32 logits [B, C, V] = hidden [B, C, D] @ head [D, V] (both in the compute dtype,
+    float32 accumulation); the backward dots take the cotangent in the compute dtype."""
+    return jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
+
+
+def _head_logits_fwd(hidden, head):
+    return head_logits(hidden, head), (hidden, head)
+
+
+def _head_logits_bwd(residuals, g):
+    hidden, head = residuals
+    g = g.astype(hidden.dtype)  # A no-op in float32; bf16 × bf16 dots (f32 accumulation) else.
+    d_hidden = jnp.einsum("bcv,dv->bcd", g, head, preferred_element_type=jnp.float32)
+    d_head = jnp.einsum("bcd,bcv->dv", hidden, g, preferred_element_type=jnp.float32)
+    return d_hidden.astype(hidden.dtype), d_head.astype(head.dtype)
+
+
+head_logits.defvjp(_head_logits_fwd, _head_logits_bwd)
+
+
 def _chunk_stats(hidden, targets, head, temperature, with_entropy):
     """Log-prob of `targets` and entropy for one chunk. hidden [B, C, D], targets [B, C].
 
     One pass of exponentials serves both: with e = exp(z − max z) and s = Σ_v e_v,
     logz = max z + log s and H = logz − Σ_v e_v z_v / s.
     """
-    logits = jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
+    if hidden.dtype == jnp.float32:  # Autodiff's dots are already float32: same program.
+        logits = jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
+    else:
+        logits = head_logits(hidden, head)
     if temperature != 1.0:
         logits = logits / temperature
     top = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlvr_jax.models import attention as attention_lib
 from rlvr_jax.models.config import ModelConfig
 
 Params = Dict[str, Any]
@@ -158,8 +159,13 @@ class Attention(nn.Module):
         q = apply_rope(q, positions, inv_freq)
         keys = apply_rope(keys, positions, inv_freq)
 
-        mask = attention_mask_from(segments, segments, slots, slots)
-        out = grouped_attention(q, keys, values, mask, cfg, kv_layout="bsnk")
+        implementation = attention_lib.resolve(cfg.attention)
+        if implementation == "xla":
+            mask = attention_mask_from(segments, segments, slots, slots)
+            out = grouped_attention(q, keys, values, mask, cfg, kv_layout="bsnk")
+        else:  # Fused: never materialises [T, T] (causal by slot = by index here).
+            out = attention_lib.fused_attention(q.astype(dt), keys, values, segments,
+                                                implementation=implementation)
         wo = _param(self, "o_kernel", init, (cfg.n_heads, cfg.head_dim, cfg.d_model),
                     ("heads", "kv", "embed"), pdt)
         return jnp.einsum("bthk,hkd->btd", out, wo.astype(dt))

@@ -24,12 +24,16 @@ def init_value_params(config: ModelConfig, rng: jax.Array,
     return {"trunk": trunk, "value_head": head}
 
 
-def trunk_hidden(trunk: Dict[str, Any], tokens: jax.Array, attention_mask: jax.Array, *,
-                 config: ModelConfig) -> jax.Array:
+def trunk_hidden(trunk: Dict[str, Any], tokens: jax.Array, attention_mask: Optional[jax.Array],
+                 *, config: ModelConfig, segment_ids: Optional[jax.Array] = None,
+                 positions: Optional[jax.Array] = None) -> jax.Array:
     """Final hidden states [B, T, D] of a head-less trunk (the policy's transformer without
-    its LM head), shared by the value and reward models."""
-    hidden, _ = transformer.forward(trunk, tokens, config=config.replace(tie_embeddings=True),
-                                    attention_mask=attention_mask, return_hidden=True)
+    its LM head), shared by the value and reward models (packed rows: `segment_ids` and
+    `positions` as in `transformer.forward`, attention_mask None)."""
+    hidden, _ = transformer.forward(trunk, tokens, positions,
+                                    config=config.replace(tie_embeddings=True),
+                                    attention_mask=attention_mask, segment_ids=segment_ids,
+                                    return_hidden=True)
     return hidden
 
 
@@ -38,10 +42,14 @@ def trunk_logical_axes(config: ModelConfig) -> Dict[str, Any]:
     return transformer.param_logical_axes(config.replace(tie_embeddings=True))
 
 
-def value_forward(params: Dict[str, Any], tokens: jax.Array, attention_mask: jax.Array, *,
-                  config: ModelConfig) -> jax.Array:
-    """Per-token values [B, T] float32 (the value of the state after token t)."""
-    hidden = trunk_hidden(params["trunk"], tokens, attention_mask, config=config)
+def value_forward(params: Dict[str, Any], tokens: jax.Array,
+                  attention_mask: Optional[jax.Array], *, config: ModelConfig,
+                  segment_ids: Optional[jax.Array] = None,
+                  positions: Optional[jax.Array] = None) -> jax.Array:
+    """Per-token values [B, T] float32 (the value of the state after token t); packed rows
+    through `segment_ids` / `positions` (see `trunk_hidden`)."""
+    hidden = trunk_hidden(params["trunk"], tokens, attention_mask, config=config,
+                          segment_ids=segment_ids, positions=positions)
     head = params["value_head"]
     values = jnp.einsum("btd,d->bt", hidden.astype(jnp.float32), head["kernel"].astype(jnp.float32))
     return values + head["bias"].astype(jnp.float32)

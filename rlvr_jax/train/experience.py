@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from rlvr_jax import sampling
 from rlvr_jax.scoring.process import StepRewards
+from rlvr_jax.train.packing import Micro
 
 
 @flax.struct.dataclass
@@ -57,6 +58,8 @@ class Experience:
       entropy_mask: [B, N] bool, the high-entropy tokens the policy loss keeps.
       old_values: [B, N] value-model outputs before the update (gae).
       returns: [B, N] value targets (gae).
+      packed: inside the packed update's micro-batch loop (`train/packing.py`), the
+        micro-batch's packed rows; `mask` is then limited to its sequences.
     """
     tokens: jax.Array
     attention: jax.Array
@@ -70,6 +73,7 @@ class Experience:
     entropy_mask: Optional[jax.Array] = None
     old_values: Optional[jax.Array] = None
     returns: Optional[jax.Array] = None
+    packed: Optional[Micro] = None
 
     @property
     def num_new(self) -> int:

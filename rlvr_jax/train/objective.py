@@ -11,10 +11,11 @@ import jax.numpy as jnp
 
 from rlvr_jax import losses
 from rlvr_jax import models
-from rlvr_jax.models import ModelConfig
+from rlvr_jax.models import ModelConfig, logprobs, transformer
 from rlvr_jax.models.value import value_forward
 from rlvr_jax.numerics import masked_mean
 from rlvr_jax.train.algorithms import Algorithm
+from rlvr_jax.train import packing
 from rlvr_jax.train.experience import Experience
 
 Metrics = Dict[str, jax.Array]
@@ -28,6 +29,28 @@ def completion_logprobs(params, tokens, attention, *, model_config: ModelConfig,
                                       with_entropy=with_entropy)
 
 
+def packed_logprobs(params, mb: packing.Micro, *, model_config: ModelConfig,
+                    temperature: float, chunk: int, with_entropy: bool):
+    """(log-probs [b, N], entropies [b, N] or None) of the completion tokens of a packed
+    micro-batch (0 outside it), from its [R, L] rows."""
+    hidden, _ = transformer.forward(params, mb.tokens, mb.positions, config=model_config,
+                                    segment_ids=mb.segments, return_hidden=True)
+    logp, ent = logprobs.chunked_logprobs(
+        hidden[:, :-1], mb.tokens[:, 1:], transformer.head_matrix(params, model_config),
+        temperature=temperature, chunk_size=chunk, with_entropy=with_entropy)
+    pad = lambda x: jnp.pad(x, ((0, 0), (0, 1)))  # noqa: E731  (the last slot predicts nothing)
+    return (packing.unpack(pad(logp), mb),
+            None if ent is None else packing.unpack(pad(ent), mb))
+
+
+def logprobs_of(params, mb: Experience, **kwargs):
+    """(log-probs [b, N], entropies [b, N] or None) of a micro-batch, packed or not (kwargs:
+    model_config, temperature, chunk, with_entropy)."""
+    if mb.packed is not None:
+        return packed_logprobs(params, mb.packed, **kwargs)
+    return completion_logprobs(params, mb.tokens, mb.attention, n_new=mb.num_new, **kwargs)
+
+
 def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
                      model_config: ModelConfig, algo: Algorithm, temperature: float,
                      logprob_chunk: int, tis_cap: float = 0.0) -> Tuple[jax.Array, Metrics]:
@@ -38,9 +61,8 @@ def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
     """
     mask = mb.mask
     # The entropy is always computed: it is logged, and cheap next to the LM-head matmul.
-    logp, ent = completion_logprobs(params, mb.tokens, mb.attention, model_config=model_config,
-                                    temperature=temperature, chunk=logprob_chunk,
-                                    n_new=mb.num_new, with_entropy=True)
+    logp, ent = logprobs_of(params, mb, model_config=model_config, temperature=temperature,
+                             chunk=logprob_chunk, with_entropy=True)
     old = mb.old_logp if mb.old_logp is not None else jax.lax.stop_gradient(logp)
     loss_mask = mask if mb.entropy_mask is None else algo.entropy_tokens(mask, mb.entropy_mask)
     per_token, metrics = algo.policy_loss(logp, old, mb.advantages, loss_mask)
@@ -74,11 +96,20 @@ def value_objective(value_params, mb: Experience, counts: Dict[str, jax.Array], 
     The value of completion token n is the value model's output at the position before
     it (the state in which the token was chosen).
     """
-    v = completion_values(value_params, mb.tokens, mb.attention, model_config=model_config,
-                   n_new=mb.num_new)
+    v = values_of(value_params, mb, model_config=model_config)
     per_token, metrics = algo.value_loss(v, mb.old_values, mb.returns, mb.mask)
     loss = losses.aggregate(per_token, mb.mask, "token-mean", num_tokens=counts["num_tokens"])
     return loss, {f"value/{k}": x for k, x in metrics.items()}
+
+
+def values_of(value_params, mb: Experience, *, model_config: ModelConfig) -> jax.Array:
+    """Value-model outputs [b, N] of a micro-batch's completion states, packed or not."""
+    if mb.packed is None:
+        return completion_values(value_params, mb.tokens, mb.attention,
+                                 model_config=model_config, n_new=mb.num_new)
+    p = mb.packed
+    return packing.unpack(value_forward(value_params, p.tokens, None, config=model_config,
+                                        segment_ids=p.segments, positions=p.positions), p)
 
 
 def completion_values(value_params, tokens, attention, *, model_config: ModelConfig, n_new: int):

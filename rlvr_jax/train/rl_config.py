@@ -65,6 +65,16 @@ class RLConfig:
       overlong_buffer, overlong_penalty: DAPO soft overlong shaping (0 disables).
       tis_cap: truncated importance sampling cap on trainer/sampler ratios (0: off).
       logprob_chunk: sequence chunk of the log-prob computation.
+      pack_length: > 0 packs the update's sequences (prompt + completion at their real
+        lengths) first-fit-decreasing into rows of this many tokens (at least Tp + N), with
+        segment ids and restarting positions (`train/packing.py`); 0: left-padded rows.
+      pack_rows: packed rows per micro-batch (with pack_length > 0): the update runs as
+        many micro-batches of pack_rows × pack_length tokens as the packing needs (at most
+        ⌈b / pack_rows⌉ for b sequences), so no batch overflows; the no-gradient
+        scoring passes are packed the same way. 0 (default): an eighth of the rows that
+        hold one unpacked micro-batch's tokens, ⌈(B / minibatches / microbatches) ·
+        (Tp + N) / pack_length / 8⌉ (less memory than an unpacked micro-batch; full rows
+        take 8 trips per micro-batch, short ones fewer).
       process_weight: α of the process (step) rewards from the task's step checkers, each
         on the token that ends its step (0: outcome only; > 0 scores on the host). Token
         estimators (reinforce_pp, gae) add them to the per-token rewards; the others add
@@ -103,6 +113,8 @@ class RLConfig:
     epochs: int = 1
     microbatches: int = 1
     logprob_chunk: int = 128
+    pack_length: int = 0
+    pack_rows: int = 0
     dynamic_sampling: bool = False
     minibatches: int = 1
     overlong_buffer: int = 0
@@ -161,6 +173,9 @@ def _check_ranges(rl: RLConfig) -> None:
     for name in ("num_prompts", "epochs", "minibatches", "microbatches"):
         if getattr(rl, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(rl, name)}")
+    if rl.pack_length < 0 or rl.pack_rows < 0:
+        raise ValueError(f"pack_length and pack_rows must be >= 0 (0: off / automatic), got "
+                         f"{rl.pack_length} and {rl.pack_rows}")
     if not 0.0 < rl.entropy_keep_fraction <= 1.0:
         raise ValueError("entropy_keep_fraction must be in (0, 1]")
     if rl.entropy_mask_invert and rl.entropy_keep_fraction >= 1.0:

@@ -9,7 +9,8 @@ runs the same `update` with the same keys (`step_keys`). Rewards are scored and 
 `make_sft_step` (train/sft.py, re-exported) is the supervised warm-up step. The data
 between the update's stages is typed (`train/experience.py`); the algorithm's functions are
 resolved once from the `RLConfig` (`train/algorithms.py`); the per-micro-batch losses live
-in `train/objective.py` and the rollout statistics in `train/metrics.py`.
+in `train/objective.py`, their micro-batch loops (left-padded or packed) in
+`train/microbatch.py` and the rollout statistics in `train/metrics.py`.
 
 Shapes: P' prompts in a batch (P' = P · oversample with dynamic sampling), P groups that
 enter the update, G samples per prompt, B = P·G sequences, Tp prompt tokens, N new tokens.
@@ -27,7 +28,7 @@ from rlvr_jax.models import ModelConfig
 from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_model_shaper  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_params as _reward_params
-from rlvr_jax.train import objective
+from rlvr_jax.train import microbatch, objective
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
@@ -86,13 +87,6 @@ def select_update_groups(rollout: sampling.Rollout, rewards: jax.Array, num_samp
                   None if steps is None else take_rows(steps, rows)), metrics
 
 
-def _map_microbatches(fn, data, num: int):
-    """Apply fn to `num` equal row slices of data with lax.map; concatenate the outputs."""
-    split = jax.tree.map(lambda x: x.reshape((num, x.shape[0] // num) + x.shape[1:]), data)
-    out = jax.lax.map(fn, split)
-    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
-
-
 def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
                      model_config: ModelConfig, temperature: float
                      ) -> Tuple[Experience, Optional[jax.Array]]:
@@ -102,15 +96,10 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
       (exp with old_logp / entropy / ref_logp / old_values where needed, the sampling
       policy's log-probs [B, N] when computed (KL in the reward needs them) else None).
     """
-    inputs = {"tokens": exp.tokens, "attention": exp.attention}
-    pieces = rl.microbatches * rl.minibatches
-
     def logprobs_of(params, with_entropy=False):
-        out = _map_microbatches(lambda x: objective.completion_logprobs(
-            params, x["tokens"], x["attention"], model_config=model_config,
-            temperature=temperature, chunk=rl.logprob_chunk, n_new=exp.num_new,
-            with_entropy=with_entropy), inputs, pieces)
-        return jax.lax.stop_gradient(out)
+        return microbatch.scoring_passes(lambda x: objective.logprobs_of(
+            params, x, model_config=model_config, temperature=temperature,
+            chunk=rl.logprob_chunk, with_entropy=with_entropy), exp, rl)
 
     want_entropy = rl.entropy_keep_fraction < 1.0
     current = None
@@ -122,10 +111,8 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
         if rl.kl_in_reward and current is None:
             current = logprobs_of(state.params)[0]
     if rl.needs_value:
-        exp = exp.replace(old_values=jax.lax.stop_gradient(_map_microbatches(
-            lambda x: objective.completion_values(state.value_params, x["tokens"],
-                                                  x["attention"], model_config=model_config,
-                                                  n_new=exp.num_new), inputs, pieces)))
+        exp = exp.replace(old_values=microbatch.scoring_passes(lambda x: objective.values_of(
+            state.value_params, x, model_config=model_config), exp, rl))
     return exp, current
 
 
@@ -168,17 +155,6 @@ def advantages_stage(groups: Groups, exp: Experience, *, algo: Algorithm,
     return exp.replace(advantages=a, returns=returns), advantage_metrics(a, exp.mask)
 
 
-def _accumulate(grad_fn, params, micro, counts):
-    """(Σ loss, Σ grads, mean metrics) of grad_fn over the leading (micro-batch) axis."""
-    def micro_step(acc, x):
-        (loss, m), g = grad_fn(params, x, counts)
-        return jax.tree.map(jnp.add, acc, (loss, g)), m
-
-    zeros = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
-    (loss, grads), mets = jax.lax.scan(micro_step, zeros, micro)
-    return loss, grads, jax.tree.map(jnp.mean, mets)
-
-
 def _minibatch_counts(mb: Experience) -> Dict[str, jax.Array]:
     """Global normalisers of a minibatch (each at least 1)."""
     counts = losses.global_counts(mb.mask)
@@ -215,16 +191,16 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
         if mb.entropy is not None:  # The cutoff is over the minibatch's valid tokens.
             mb = mb.replace(entropy=None, entropy_mask=losses.high_entropy_mask(
                 mb.entropy, mb.mask, keep_fraction=rl.entropy_keep_fraction))
-        micro = jax.tree.map(
-            lambda x: x.reshape((rl.microbatches, mb_size // rl.microbatches) + x.shape[1:]), mb)
-        loss, grads, mets = _accumulate(grad_fn, params, micro, counts)
+        accumulate, padded = microbatch.micro_batches(mb, rl)
+        loss, grads, mets = accumulate(grad_fn, params, counts=counts)
+        mets["update/padded_fraction"] = padded
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         mets.update({"train/loss": loss, "train/grad_norm": optax.tree.norm(grads)})
         if mb.entropy_mask is not None:
             mets["train/entropy_kept_fraction"] = jnp.sum(mb.entropy_mask) / counts["num_tokens"]
         if algo.value_loss is not None:
-            vloss, vgrads, vmets = _accumulate(value_grad_fn, vparams, micro, counts)
+            vloss, vgrads, vmets = accumulate(value_grad_fn, vparams, counts=counts)
             vupdates, vopt_state = value_tx.update(vgrads, vopt_state, vparams)
             vparams = optax.apply_updates(vparams, vupdates)
             mets.update(vmets)
