@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import evaluation, models, multiturn, sampling, scoring, sharding
+from rlvr_jax import distributed, evaluation, models, multiturn, sampling, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.train import adaptive
 from rlvr_jax.train import state as state_lib
@@ -215,8 +215,11 @@ class Placer:
         return state.replace(step=put(state.step), rng=put(state.rng),
                              data_position=put(state.data_position), kl_coef=put(state.kl_coef))
 
-    def batch(self, batch):
-        # Every process's loader yields the whole global batch (same seed, same order).
+    def batch(self, batch, source: str = "the batch"):
+        """A pytree of host arrays [B, ...] that every process's loader yields whole (same
+        seed, same order), sharded over the mesh's batch axes; on several processes first
+        checked to be the same everywhere (a ValueError naming `source` if not)."""
+        distributed.check_same_on_all_processes(batch, source)
         return sharding.make_global_batch(batch, self.mesh, rules=self.rules,
                                           same_on_all_processes=True)
 
@@ -408,13 +411,20 @@ def host_scorer(config, verifier: scoring.Verifier) -> scoring.HostScorer:
                               names=verifier.host.names if verifier.host is not None else ())
 
 
-def place_rl_batch(placer: Placer, pb, width: int) -> dict:
+def place_rl_batch(placer: Placer, pb, width: int, source: str = "the RL batch") -> dict:
     return placer.batch({"prompt_tokens": pb.tokens, "prompt_mask": prompt_mask(pb.lengths, width),
-                         "answers": pb.answers})
+                         "answers": pb.answers}, source)
+
+
+def data_name(config) -> str:
+    """The training data in words, for errors: `data.task=...` or `data.path=...`."""
+    d = config.data
+    return f"data.task={d.task}" if d.source == "task" else f"data.path={d.path}"
 
 
 def decode_first_samples(tokenizer, samples, g: int, k: int) -> Tuple[list, np.ndarray]:
     """(texts, rewards) of the first sample of each of the first k prompts."""
     rows = slice(0, g * k, g)
-    texts = scoring.decode_completions(tokenizer, samples["tokens"][rows], samples["mask"][rows])
-    return texts, np.asarray(samples["rewards"][rows])
+    tokens, mask, rewards = distributed.to_host(
+        (samples["tokens"], samples["mask"], samples["rewards"]))
+    return scoring.decode_completions(tokenizer, tokens[rows], mask[rows]), rewards[rows]
