@@ -10,8 +10,10 @@ import jax
 import numpy as np
 import pytest
 
-from rlvr_jax import distributed, models
+from rlvr_jax import distributed, models, sharding
+from rlvr_jax.train.checkpoint import Checkpointer
 from tests import numerics
+from tests._checkpoint_state import make_state
 
 WORKER = os.path.join(os.path.dirname(__file__), "_distributed_worker.py")
 # The worker's model (tests/_distributed_worker.py).
@@ -74,14 +76,22 @@ def test_cluster_detection(monkeypatch, no_cluster_env):
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(not _gloo_available(), reason="this jaxlib has no gloo CPU collectives")
-def test_two_processes_share_one_mesh():
+def test_two_processes_share_one_mesh(tmp_path):
     num_processes, local_devices = 2, 4
+    mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": 1})  # This process: 8 devices.
+    rules = sharding.get_rules("fsdp")
+    state = make_state(CFG, mesh, rules)
+    ckpt_in, ckpt_out = str(tmp_path / "one"), str(tmp_path / "two")
+    with Checkpointer(ckpt_in) as ckpt:
+        ckpt.save(1, state, {"written_by": 1}, force=True)
+    np.savez(os.path.join(ckpt_in, "values.npz"), **_values(state))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     env["RLVR_JAX_CACHE_DIR"] = jax.config.jax_compilation_cache_dir or ""
     procs = [subprocess.Popen(
-        [sys.executable, WORKER, str(port), str(num_processes), str(i), str(local_devices)],
+        [sys.executable, WORKER, str(port), str(num_processes), str(i), str(local_devices),
+         ckpt_in, ckpt_out],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
         for i in range(num_processes)]
     outputs = []
@@ -125,3 +135,31 @@ def test_two_processes_share_one_mesh():
     assert results[0]["sum_sq"] == results[1]["sum_sq"]
     assert results[0]["model_stats"] == results[1]["model_stats"]
 
+
+    # Checkpoints move between process counts bit for bit: the 2 processes restored the
+    # 1-process checkpoint exactly (each device holding an eighth of
+    # the embedding's columns) ...
+    for r in results:
+        assert r["restore_1to2_exact"] and r["restore_1to2_extra"] == {"written_by": 1}
+        assert r["restored_local_shape"] == [CFG.vocab_size,
+                                             CFG.d_model // (num_processes * local_devices)]
+    # ... and one process restores what the 2 processes wrote together, exactly.
+    with Checkpointer(ckpt_out) as ckpt:
+        restored, extra = ckpt.restore(None, state)
+    assert extra == {"written_by": num_processes}
+    saved = np.load(os.path.join(ckpt_out, "values.npz"))
+    got = _values(restored)
+    assert sorted(got) == sorted(saved.files)
+    for name in saved.files:
+        np.testing.assert_array_equal(got[name], saved[name], err_msg=name)
+    # Host scoring: process 0 scored rows 0-3, process 1 rows 4-6 (`distributed.my_rows`);
+    # both got every row back, and the one failing sample counted once.
+    for r in results:
+        assert r["scored"] == [[0, 1, 0, 3, 4, 5, 6], [0, 0, 0, 0, 1, 1, 1], 1]
+        assert r["differ_error"].startswith("data.task=demo: the batch")
+        assert "processes [1]" in r["differ_error"]
+
+
+def _values(tree) -> dict:
+    return {jax.tree_util.keystr(k): np.asarray(v)
+            for k, v in jax.tree_util.tree_leaves_with_path(distributed.to_host(tree))}

@@ -184,6 +184,15 @@ class Placer:
         else `shard()`."""
         return jax.device_put(tree, self._replicated) if self.mesh.size == 1 else shard()
 
+    def init(self, init_fn, *args, specs=None):
+        """`init_fn(*args)` (a parameter pytree) run under jit with its outputs born placed
+        as `params` places them (`sharding.sharded_init`): no device and no process ever
+        holds the whole model. specs: its logical axes (default the policy's)."""
+        specs = self.specs if specs is None else specs
+        if self.mesh.size == 1:
+            return jax.jit(init_fn, out_shardings=self._replicated)(*args)
+        return sharding.sharded_init(init_fn, specs, self.mesh, self.rules, *args)
+
     def params(self, params):
         return self._place(params, lambda: sharding.shard_params(
             params, self.specs, self.mesh, self.rules))
@@ -230,9 +239,8 @@ def initial_params(config, model_config, placer: Placer, rng):
         from rlvr_jax.models import hf
         _, params = hf.load_hf_checkpoint(config.model.hf_checkpoint, dtype=config.model.dtype,
                                           param_dtype=config.model.param_dtype)
-    else:
-        params = models.init_params(model_config, rng)
-    return placer.params(params)
+        return placer.params(params)
+    return placer.init(lambda key: models.init_params(model_config, key), rng)
 
 
 def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
