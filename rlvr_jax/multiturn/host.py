@@ -181,7 +181,8 @@ def play_on_host(params, prompt_tokens, prompt_mask, answers, rng, *, model_conf
 
     Returns: (Rollout, Episodes), the same layout as `generate_episodes`.
     """
-    sampling.validate_prompts(prompt_tokens, prompt_mask, model_config=model_config,
+    sampling.validate_prompts(*distributed.to_host((prompt_tokens, prompt_mask)),
+                              model_config=model_config,
                               sampling_config=sampling_config)
     kw = dict(model_config=model_config, sampling_config=sampling_config, env=env)
     g = sampling_config.num_samples

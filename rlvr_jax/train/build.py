@@ -154,6 +154,11 @@ def build_mesh(config):
     if config.mesh.num_devices > len(devices):
         raise ConfigError(f"mesh.num_devices: {config.mesh.num_devices} but this process sees "
                           f"{len(devices)} device(s)")
+    if config.mesh.num_devices and config.mesh.num_devices != len(devices) and \
+            jax.process_count() > 1:
+        raise ConfigError(f"mesh.num_devices: {config.mesh.num_devices} of {len(devices)} "
+                          f"devices, but a run over {jax.process_count()} processes uses every "
+                          "process's devices: set it to 0")
     if config.mesh.num_devices:
         devices = devices[:config.mesh.num_devices]
     return sharding.make_mesh(mesh_cfg, devices=devices), sharding.get_rules(config.mesh.rules)
