@@ -224,3 +224,28 @@ def test_two_processes_train_like_one(tmp_path):
     evals = [[r["eval/pass@1"] for r in m if r["phase"] == "eval"] for m in (a, b)]
     assert abs(evals[0][-1] - evals[1][-1]) * 8 <= 2, evals
     assert all(np.isfinite(r.get("train/loss", 0.0)) for r in a)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_hf_import_reads_slices_into_the_same_values(tmp_path, tied):
+    """`hf_slices.load_hf_params_sharded` on an 8-device fsdp_tp mesh (heads, kv heads, MLP,
+    vocabulary and layers all split) gives exactly `hf.load_hf_checkpoint`'s values."""
+    from rlvr_jax.models import hf, hf_slices
+    cfg = models.presets.get("qwen2.5-0.5b", d_model=64, d_ff=128, n_heads=8, n_kv_heads=2,
+                             head_dim=8, n_layers=2, vocab_size=128, tie_embeddings=tied,
+                             dtype="float32", param_dtype="float32")
+    hf.save_hf_checkpoint(models.init_params(cfg, jax.random.PRNGKey(1)), cfg, tmp_path,
+                          max_shard_bytes=40_000)  # Several files.
+    _, want = hf.load_hf_checkpoint(tmp_path)
+    mesh = sharding.make_mesh({"data": 1, "fsdp": 4, "tensor": 2})
+    shapes = hf_slices.shapes(cfg)
+    shardings = sharding.logical_to_mesh_sharding(models.param_logical_axes(cfg), mesh,
+                                                  sharding.get_rules("fsdp_tp"), shapes)
+    got = hf_slices.load_hf_params_sharded(str(tmp_path), cfg, shardings)
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for (path, a), b, s in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want),
+                               jax.tree.leaves(shardings)):
+        assert a.sharding == s, jax.tree_util.keystr(path)
+        np.testing.assert_array_equal(np.asarray(a), b, err_msg=jax.tree_util.keystr(path))
+    with pytest.raises(ValueError, match="has shape"):
+        hf_slices.load_hf_params_sharded(str(tmp_path), cfg.replace(d_ff=64), shardings)

@@ -189,6 +189,13 @@ class Placer:
         else `shard()`."""
         return jax.device_put(tree, self._replicated) if self.mesh.size == 1 else shard()
 
+    def shardings(self, shapes, specs=None):
+        """The shardings `params` gives a parameter pytree of `shapes` (ShapeDtypeStructs)."""
+        if self.mesh.size == 1:
+            return jax.tree.map(lambda _: self._replicated, shapes)
+        return sharding.logical_to_mesh_sharding(
+            self.specs if specs is None else specs, self.mesh, self.rules, shapes)
+
     def init(self, init_fn, *args, specs=None):
         """`init_fn(*args)` (a parameter pytree) run under jit with its outputs born placed
         as `params` places them (`sharding.sharded_init`): no device and no process ever
@@ -240,11 +247,11 @@ class Placer:
 
 def initial_params(config, model_config, placer: Placer, rng):
     """The policy's first parameters (an HF checkpoint or a fresh init), placed."""
-    if config.model.hf_checkpoint:
-        from rlvr_jax.models import hf
-        _, params = hf.load_hf_checkpoint(config.model.hf_checkpoint, dtype=config.model.dtype,
-                                          param_dtype=config.model.param_dtype)
-        return placer.params(params)
+    if config.model.hf_checkpoint:  # Each process reads only its devices' slices.
+        from rlvr_jax.models import hf_slices
+        return hf_slices.load_hf_params_sharded(
+            config.model.hf_checkpoint, model_config,
+            placer.shardings(hf_slices.shapes(model_config)))
     return placer.init(lambda key: models.init_params(model_config, key), rng)
 
 
