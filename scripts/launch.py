@@ -71,7 +71,7 @@ def launch(command: List[str], num: int, devices: Optional[int]) -> int:
         t.start()
     status = 0
     try:
-        while any(p.poll() is None for p in procs):
+        while None in [p.poll() for p in procs]:  # (A list: every process polled.)
             failed = [p for p in procs if p.returncode not in (None, 0)]
             if failed:
                 status = failed[0].returncode

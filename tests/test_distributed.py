@@ -249,3 +249,16 @@ def test_hf_import_reads_slices_into_the_same_values(tmp_path, tied):
         np.testing.assert_array_equal(np.asarray(a), b, err_msg=jax.tree_util.keystr(path))
     with pytest.raises(ValueError, match="has shape"):
         hf_slices.load_hf_params_sharded(str(tmp_path), cfg.replace(d_ff=64), shardings)
+
+
+def test_launch_stops_the_others_when_one_fails():
+    """scripts/launch.py: process 1 fails at once, process 0 would run for a minute: both
+    end, the status is process 1's, every line carries its process's prefix."""
+    code = ("import sys, time; i = [a for a in sys.argv if 'process_id=' in a][0][-1]; "
+            "print('hello', flush=True); sys.exit(3) if i == '1' else time.sleep(60)")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "scripts", "launch.py"), "--processes", "2", "--",
+         sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 3, proc.stderr
+    assert sorted(proc.stdout.splitlines()) == ["[0] hello", "[1] hello"]
+    assert "process 1 exited with status 3" in proc.stderr
