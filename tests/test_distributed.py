@@ -243,6 +243,22 @@ def test_hf_import_reads_slices_into_the_same_values(tmp_path, tied):
                                                   sharding.get_rules("fsdp_tp"), shapes)
     got = hf_slices.load_hf_params_sharded(str(tmp_path), cfg, shardings)
     assert jax.tree.structure(got) == jax.tree.structure(want)
+    # Only slices were read: each device's callback read exactly its shard's elements.
+    read = []
+    reader = hf._Reader(str(tmp_path))
+
+    class Counting:
+        def __init__(self, name):
+            self.view = reader.get_slice(name)
+
+        def __getitem__(self, index):
+            out = self.view[index]
+            read.append(out.size)
+            return out
+    hf_slices._build(Counting, cfg, shardings)
+    reader.close()
+    assert sum(read) == sum(s.data.size for x in jax.tree.leaves(got)
+                            for s in x.addressable_shards)
     for (path, a), b, s in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want),
                                jax.tree.leaves(shardings)):
         assert a.sharding == s, jax.tree_util.keystr(path)
