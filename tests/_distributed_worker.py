@@ -122,6 +122,19 @@ try:
 except ValueError as e:
     result["differ_error"] = str(e)
 
+# 5. Label-free rewards and process rewards of a rollout batch-sharded over the processes
+#    (each device holds one of its 8 rows): the test computes them in one process.
+from rlvr_jax.data.tokenizers import load_tokenizer  # noqa: E402
+from tests._text_terms_case import rollout_rows, text_terms  # noqa: E402
+
+tok = load_tokenizer("builtin")
+mesh = sharding.make_mesh({"data": -1, "fsdp": 1, "tensor": 1})
+rollout = sharding.make_global_batch(dict(zip(("tokens", "mask", "logprobs"), rollout_rows(tok))),
+                                     mesh, rules=sharding.get_rules("dp"),
+                                     same_on_all_processes=True)
+result["text_terms"] = text_terms(tok, rollout["tokens"], rollout["mask"], rollout["logprobs"])
+result["text_terms_spread"] = not rollout["tokens"].is_fully_addressable
+
 distributed.sync("done")
 print("RESULT " + json.dumps(result), flush=True)
 distributed.shutdown()

@@ -14,6 +14,7 @@ from rlvr_jax import distributed, models, sharding
 from rlvr_jax.train.checkpoint import Checkpointer
 from tests import numerics
 from tests._checkpoint_state import make_state
+from tests._text_terms_case import rollout_rows, text_terms
 
 WORKER = os.path.join(os.path.dirname(__file__), "_distributed_worker.py")
 # The worker's model (tests/_distributed_worker.py).
@@ -158,6 +159,16 @@ def test_two_processes_share_one_mesh(tmp_path):
         assert r["scored"] == [[0, 1, 0, 3, 4, 5, 6], [0, 0, 0, 0, 1, 1, 1], 1]
         assert r["differ_error"].startswith("data.task=demo: the batch")
         assert "processes [1]" in r["differ_error"]
+    # Label-free and process rewards of a rollout spread over both processes: the same
+    # texts, rewards, step rewards and metrics as in one process. The same host arithmetic
+    # on the same values (gathered, not recomputed): equal, bit for bit.
+    from rlvr_jax.data.tokenizers import load_tokenizer
+    tok = load_tokenizer("builtin")
+    want = text_terms(tok, *rollout_rows(tok))
+    assert want["metrics"]["reward/majority"] > 0 and any(map(any, want["step_ends"]))
+    for r in results:
+        assert r["text_terms_spread"]
+        assert r["text_terms"] == want
 
 
 def _values(tree) -> dict:

@@ -422,17 +422,6 @@ def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.
     return lambda state, batch, examples: rl_step(state, batch)
 
 
-def check_processes(rl: RLConfig, verifier: scoring.Verifier) -> None:
-    """Raises `ConfigError` before anything is compiled for what does not run over several
-    processes yet: label-free rewards and process rewards (they read the rollout on one
-    host, `scoring.host_text_scoring`)."""
-    if jax.process_count() > 1 and not verifier.on_device and (rl.process or
-                                                                verifier.label_free):
-        raise ConfigError("reward.components / rl.process_weight: label-free rewards and "
-                          "process rewards read the rollout on one host and do not run over "
-                          f"{jax.process_count()} processes yet; use one process")
-
-
 def host_scorer(config, verifier: scoring.Verifier) -> scoring.HostScorer:
     """The host scoring of `verifier`'s training reward: in-process when
     `config.reward.num_workers` is 0, else a process pool with `config.reward.timeout_s`

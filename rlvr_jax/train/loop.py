@@ -110,7 +110,6 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
         mesh, rules = build_mesh(config)
     with user_input("reward"):
         verifier = scoring.reward_from_config(config, task, tokenizer)  # Checks config.reward.
-    build.check_processes(rl_config_from(config), verifier)
     reward_model = build.build_reward_model(config, tokenizer)
     env, tools = build.build_env(config, tokenizer, verifier)
     evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier,
