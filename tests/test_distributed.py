@@ -278,6 +278,34 @@ def test_hf_import_reads_slices_into_the_same_values(tmp_path, tied):
         hf_slices.load_hf_params_sharded(str(tmp_path), cfg.replace(d_ff=64), shardings)
 
 
+def test_reward_model_reads_slices_into_the_same_values(tmp_path):
+    """The reward model of a run (`scoring.open_reward_model` + `load_reward_params` with a
+    `Placer`'s shardings, as `build.reward_model_params` does) is born sharded on an
+    8-device fsdp_tp mesh with exactly `load_hf_reward_model`'s whole values: trunk and a
+    2-label score head."""
+    from rlvr_jax import scoring
+    from rlvr_jax.models import reward_model
+    from rlvr_jax.train.build import Placer
+    cfg = models.presets.get("qwen2.5-0.5b", d_model=64, d_ff=128, n_heads=8, n_kv_heads=2,
+                             head_dim=8, n_layers=2, vocab_size=128, tie_embeddings=True,
+                             dtype="float32", param_dtype="float32")
+    params = reward_model.init_reward_params(cfg, jax.random.PRNGKey(2), num_labels=2)
+    reward_model.save_hf_reward_model(params, cfg, tmp_path, max_shard_bytes=40_000)
+    _, want = reward_model.load_hf_reward_model(tmp_path)
+    mesh = sharding.make_mesh({"data": 1, "fsdp": 4, "tensor": 2})
+    placer = Placer(mesh, sharding.get_rules("fsdp_tp"), cfg)
+    rm = scoring.open_reward_model(str(tmp_path), vocab_size=128, max_length=64)
+    got = scoring.load_reward_params(str(tmp_path), rm, placer.shardings)
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    shardings = placer.shardings(want, models.reward_logical_axes(rm.config))
+    for (path, a), b, s in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want),
+                               jax.tree.leaves(shardings)):
+        assert a.sharding == s, jax.tree_util.keystr(path)
+        np.testing.assert_array_equal(np.asarray(a), b, err_msg=jax.tree_util.keystr(path))
+    assert not got["score"]["kernel"].sharding.is_fully_replicated  # D split over fsdp.
+    assert not got["trunk"]["embed"].sharding.is_fully_replicated
+
+
 def test_launch_stops_the_others_when_one_fails():
     """scripts/launch.py: process 1 fails at once, process 0 would run for a minute: both
     end, the status is process 1's, every line carries its process's prefix."""

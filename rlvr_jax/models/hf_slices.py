@@ -55,10 +55,11 @@ def _leaf(sharding, shape, fn) -> jax.Array:
             len(shape) - len(index))))
 
 
-def _check(reader, config: ModelConfig) -> None:
-    """ValueError for a missing, misshapen or unexpected tensor (before anything is read)."""
+def _check(reader, config: ModelConfig, extra=None) -> None:
+    """ValueError for a missing, misshapen or unexpected tensor (before anything is read).
+    extra: {name: shape} of tensors beside the decoder's (a reward model's score head)."""
     v, d = config.vocab_size, config.d_model
-    need = {"model.embed_tokens.weight": (v, d), "model.norm.weight": (d,)}
+    need = {"model.embed_tokens.weight": (v, d), "model.norm.weight": (d,), **(extra or {})}
     if not config.tie_embeddings:
         need["lm_head.weight"] = (v, d)
     for _, suffix, hf_shape, _, _ in hf._layer_specs(config):
@@ -87,6 +88,25 @@ def load_hf_params_sharded(path: str, config: ModelConfig, shardings: Any) -> An
     try:
         _check(reader, config)
         return _build(reader.get_slice, config, shardings)
+    finally:
+        reader.close()
+
+
+def load_hf_reward_params_sharded(path: str, config: ModelConfig, num_labels: int,
+                                  shardings: Any) -> Any:
+    """A reward model's {"trunk", "score": {"kernel": [D, K]}} (`models.reward_model`) of
+    the `*ForSequenceClassification` directory `path` as `jax.Array`s placed by
+    `shardings`, each process reading only its devices' slices; `config` and `num_labels`
+    from `reward_model.read_reward_config`. Values exactly `load_hf_reward_model`'s."""
+    trunk_config, d = config.replace(tie_embeddings=True), config.d_model
+    reader = hf._Reader(path)
+    try:
+        _check(reader, trunk_config, extra={"score.weight": (num_labels, d)})
+        kernel = _leaf(shardings["score"]["kernel"], (d, num_labels), lambda index: _read(
+            reader.get_slice, "score.weight", (num_labels, d), (d, num_labels), True, index,
+            config.storage_dtype))
+        return {"trunk": _build(reader.get_slice, trunk_config, shardings["trunk"]),
+                "score": {"kernel": kernel}}
     finally:
         reader.close()
 

@@ -217,11 +217,6 @@ class Placer:
         return self._place(value_params, lambda: sharding.shard_params(
             value_params, self.value_specs, self.mesh, self.rules))
 
-    def reward_params(self, reward_params, reward_config):
-        """A reward model's parameters, sharded by the same rules as the policy's."""
-        return self._place(reward_params, lambda: sharding.shard_params(
-            reward_params, models.reward_logical_axes(reward_config), self.mesh, self.rules))
-
     def value_opt_state(self, opt_state, tx, value_params):
         return self._place(opt_state, lambda: sharding.shard_optimizer_state(
             opt_state, tx, value_params, self.value_specs, self.mesh, self.rules))
@@ -360,26 +355,36 @@ def rl_optimizers(config, rl: RLConfig):
 
 
 def build_reward_model(config, tokenizer):
-    """(scoring.RewardModel, host parameters) of the `reward_model` component of
+    """The `scoring.RewardModel` of the `reward_model` component of
     `config.reward.components` (its weight from `reward.weights`, its checkpoint from
-    `reward.reward_model_path`), or (None, None) without it. A checkpoint that cannot score
-    this tokenizer's sequences raises `ConfigError` naming `reward.reward_model_path`."""
+    `reward.reward_model_path`), or None without it; no weight is read
+    (`reward_model_params`). A checkpoint that cannot score this tokenizer's sequences
+    raises `ConfigError` naming `reward.reward_model_path`."""
     r = config.reward
     weights = dict(scoring.parse_components(r))
     if "reward_model" not in weights:
-        return None, None
+        return None
     with user_input("reward.reward_model_path"):
-        return scoring.load_reward_model(
+        return scoring.open_reward_model(
             r.reward_model_path, weight=weights["reward_model"],
             microbatches=r.reward_model_microbatches, dtype=config.model.dtype,
             param_dtype=config.model.param_dtype, vocab_size=tokenizer.vocab_size,
             max_length=config.data.max_prompt_len + config.sampling.max_new_tokens)
 
 
+def reward_model_params(config, reward_model, placer: Placer):
+    """The frozen parameters of `reward_model` (None: None) born sharded by `placer`: each
+    process reads only its devices' slices of `reward.reward_model_path`."""
+    if reward_model is None:
+        return None
+    return scoring.load_reward_params(config.reward.reward_model_path, reward_model,
+                                      placer.shardings)
+
+
 def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config, init_rng,
              rl_rng, reward_params=None) -> state_lib.TrainState:
     """The RL TrainState: policy (+ reference copy, + value model from the policy, + a frozen
-    reward model's placed parameters), placed."""
+    reward model's parameters, already placed), placed."""
     value_params = None
     if rl.needs_value:  # PPO: a value model initialised from the (warmed-up) policy.
         value_params = placer.value_params(models.init_value_params(

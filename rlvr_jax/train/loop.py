@@ -53,7 +53,7 @@ class Run:
     verifier: scoring.Verifier
     evaluator: evaluation.Evaluator
     keys: Dict[str, jax.Array]  # init, sft, rl, eval
-    reward_model: Any = (None, None)  # build.build_reward_model: (RewardModel, host params)
+    reward_model: Any = None  # build.build_reward_model: a RewardModel (weights read in RL)
     adaptive: Any = None  # train/adaptive.attach: told each RL step's results, checkpointed
     env: Any = None  # build.build_env: the multi-turn environment (config.env), or None
     tools: Any = None  # ...and a host environment's multiturn.HostTools
@@ -122,8 +122,8 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     keys = dict(zip(("init", "sft", "rl", "eval"),
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
     r = Run(config, plan.workdir, rl_config_from(config), tokenizer, model_config,
-            train_source, warmup_source, build.Placer(mesh, rules, model_config), verifier, evaluator, keys,
-            progress=progress, reward_model=reward_model, env=env, tools=tools)
+            train_source, warmup_source, build.Placer(mesh, rules, model_config), verifier,
+            evaluator, keys, progress=progress, reward_model=reward_model, env=env, tools=tools)
     r.ckpt, resumed = open_checkpoints(config, plan)
     return r, resumed
 
@@ -234,11 +234,10 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     every config.checkpoint.every (and step 0, so the warm-up is never redone)."""
     config = r.config
     tx, value_tx = build.rl_optimizers(config, r.rl)
-    rm, rm_params = r.reward_model
+    rm = r.reward_model
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
-                           reward_params=None if rm is None else r.placer.reward_params(
-                               rm_params, rm.config))
+                           reward_params=build.reward_model_params(config, rm, r.placer))
     program = build.rl_program(config, r.rl, r.model_config, r.tokenizer, r.verifier, tx,
                                value_tx, r.placer, params, rm, env=r.env, tools=r.tools)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
