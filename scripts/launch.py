@@ -30,7 +30,7 @@ def free_port() -> int:
 
 def process_command(command: List[str], port: int, num: int, index: int) -> List[str]:
     """The command line of process `index` of `num`: the script with the distributed flags."""
-    flags = [f"--config.distributed.enabled=True",
+    flags = ["--config.distributed.enabled=True",
              f"--config.distributed.coordinator_address=127.0.0.1:{port}",
              f"--config.distributed.num_processes={num}",
              f"--config.distributed.process_id={index}"]
