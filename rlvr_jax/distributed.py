@@ -166,3 +166,94 @@ def broadcast_from_main(value: Any) -> Any:
     from jax.experimental import multihost_utils
     return multihost_utils.broadcast_one_to_all(value)
 
+
+
+# ----------------------------------------------------------------------------- host reads
+#
+# On several processes a batch-sharded `jax.Array` is spread over hosts: `np.asarray` of it
+# fails ("spans non-addressable devices"). Every read of a device array on the host goes
+# through `to_host` (one host needs all the rows: a collective that every process calls) or
+# `my_rows` / `gather_rows` (each host handles its share of the rows, then all shares are
+# gathered back, in process order).
+
+def _readable(x) -> bool:
+    return not isinstance(x, jax.Array) or x.is_fully_addressable or x.is_fully_replicated
+
+
+def to_host(tree: Any) -> Any:
+    """`tree` with every array as a numpy array of its whole (global) value, on every process.
+
+    Arrays this process can read (single-process, or fully replicated) are read directly;
+    global arrays spread over processes are gathered with
+    `multihost_utils.process_allgather` — a collective: every process must call `to_host`
+    on the same arrays in the same order.
+    """
+    import numpy as np
+    leaves, treedef = jax.tree.flatten(tree)
+    spread = [i for i, x in enumerate(leaves) if not _readable(x)]
+    if spread:
+        from jax.experimental import multihost_utils
+        gathered = multihost_utils.process_allgather([leaves[i] for i in spread], tiled=True)
+        for i, value in zip(spread, gathered):
+            leaves[i] = value
+    return jax.tree.unflatten(treedef, [np.asarray(x) for x in leaves])
+
+
+def my_rows(n: int) -> slice:
+    """The contiguous share of `n` rows this process handles on the host (host scoring):
+    `np.array_split` order, process 0 first; all of them with one process."""
+    return slice(*_share(n, jax.process_count(), jax.process_index()))
+
+
+def gather_rows(tree: Any, n: int) -> Any:
+    """Every process's `my_rows(n)` share (a pytree of numpy arrays [share, ...]) joined
+    into the whole [n, ...] on every process (a collective). Scalars are summed over the
+    processes (e.g. error counts)."""
+    import numpy as np
+    if jax.process_count() == 1:
+        return tree
+    from jax.experimental import multihost_utils
+    count = jax.process_count()
+    width = -(-n // count)
+    leaves, treedef = jax.tree.flatten(tree)
+
+    def pad(x):
+        x = np.asarray(x)
+        return x if x.ndim == 0 else np.concatenate(
+            [x, np.zeros((width - len(x),) + x.shape[1:], x.dtype)])
+    stacked = multihost_utils.process_allgather([pad(x) for x in leaves])  # [count, ...]
+    sizes = [b - a for a, b in (_share(n, count, i) for i in range(count))]
+    out = [np.sum(s, axis=0) if np.ndim(x) == 0 else
+           np.concatenate([s[i, :sizes[i]] for i in range(count)])
+           for x, s in zip(leaves, stacked)]
+    return jax.tree.unflatten(treedef, out)
+
+
+def _share(n: int, count: int, index: int):
+    base, extra = divmod(n, count)
+    start = index * base + min(index, extra)
+    return start, start + base + (index < extra)
+
+
+def check_same_on_all_processes(tree: Any, what: str) -> None:
+    """Raises ValueError (one line naming `what`, e.g. the data source) unless every
+    process holds the same host values in `tree` (a hash compared across processes; a
+    collective). A no-op with one process."""
+    if jax.process_count() == 1:
+        return
+    import hashlib
+
+    import numpy as np
+    from jax.experimental import multihost_utils
+    digest = hashlib.blake2b(digest_size=16)
+    for x in jax.tree.leaves(tree):
+        x = np.ascontiguousarray(x)
+        digest.update(f"{x.dtype}{x.shape}".encode())
+        digest.update(x.tobytes())
+    mine = np.frombuffer(digest.digest(), np.int32)
+    everyone = np.asarray(multihost_utils.process_allgather(mine))  # [processes, 4]
+    differ = [i for i in range(len(everyone)) if not np.array_equal(everyone[i], everyone[0])]
+    if differ:
+        raise ValueError(f"{what}: the batch that every process must hold whole differs on "
+                         f"processes {differ} from process 0's (the data source must give "
+                         "every process the same batches: same files, same seed, same order)")

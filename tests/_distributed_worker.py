@@ -1,14 +1,17 @@
 """Child process of tests/test_distributed.py: one of N JAX processes on CPU.
 
-Usage: python _distributed_worker.py PORT NUM_PROCESSES PROCESS_ID LOCAL_DEVICES
+Usage: python _distributed_worker.py PORT NUM_PROCESSES PROCESS_ID LOCAL_DEVICES CKPT_IN CKPT_OUT
 Joins the runtime through `rlvr_jax.distributed.initialize`, builds one mesh over
-every process's devices, and prints one JSON line with what it computed.
+every process's devices, and prints one JSON line with what it computed. CKPT_IN: a
+checkpoint one process wrote (restored here, compared with its values.npz); CKPT_OUT: where
+the processes save one together (process 0 writes its values.npz).
 """
 import json
 import os
 import sys
 
 port, num_processes, process_id, local_devices = (int(a) for a in sys.argv[1:5])
+ckpt_in, ckpt_out = sys.argv[5:7]
 os.environ["XLA_FLAGS"] = (os.environ.get("RLVR_JAX_TEST_XLA_FLAGS", "")  # conftest's, if any
                            + f" --xla_force_host_platform_device_count={local_devices}")
 os.environ["JAX_PLATFORMS"] = "cpu"
@@ -73,6 +76,64 @@ result["model_stats"] = [float(v) for v in np.asarray(stats)]
 result["single_device_stats"] = [float(jnp.mean(local)), float(jnp.mean(jnp.abs(local)))]
 result["max_abs_logit"] = float(jnp.max(jnp.abs(local)))
 result["logits_size"] = int(local.size)
+
+# 3. Checkpoints across process counts: restore one written by 1 process on this mesh,
+#    save one together (the test restores it in 1 process). Compared bit for bit.
+from rlvr_jax.train.checkpoint import Checkpointer  # noqa: E402
+from tests._checkpoint_state import make_state  # noqa: E402
+
+mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": 1})
+state = make_state(cfg, mesh, sharding.get_rules("fsdp"))
+with Checkpointer(ckpt_in) as ckpt:
+    restored, extra = ckpt.restore(None, state)
+saved = np.load(os.path.join(ckpt_in, "values.npz"))
+flat = jax.tree_util.tree_leaves_with_path(distributed.to_host(restored))
+result["restore_1to2_exact"] = all(
+    np.array_equal(saved[jax.tree_util.keystr(k)], v) for k, v in flat) and len(flat) == len(
+        saved.files)
+result["restore_1to2_extra"] = extra
+result["restored_local_shape"] = list(restored["params"]["embed"].addressable_shards[0].data.shape)
+with Checkpointer(ckpt_out) as ckpt:
+    ckpt.save(1, state, {"written_by": num_processes}, force=True)
+values = distributed.to_host(state)  # A collective: every process, not only process 0.
+if distributed.is_main_process():
+    np.savez(os.path.join(ckpt_out, "values.npz"), **{
+        jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_leaves_with_path(values)})
+
+# 4. Host scoring shared out over the processes, and the same-batch check.
+from rlvr_jax import scoring  # noqa: E402
+from rlvr_jax.scoring.score import score_shared  # noqa: E402
+
+
+def verify(text, example):
+    if example == 2:
+        raise ValueError("a failing sample")  # Scored 0 and counted, on its process.
+    return {"reward": float(example), "who": float(jax.process_index())}
+
+
+texts, examples = [f"t{i}" for i in range(7)], list(range(7))
+verdicts, components, info = score_shared(scoring.HostScorer(verify, names=("who",)), texts,
+                                          examples)
+result["scored"] = [verdicts.tolist(), components["who"].tolist(), info["errors"]]
+distributed.check_same_on_all_processes({"x": np.arange(4)}, "the same data")
+try:
+    distributed.check_same_on_all_processes({"x": np.arange(4) + process_id}, "data.task=demo")
+    result["differ_error"] = None
+except ValueError as e:
+    result["differ_error"] = str(e)
+
+# 5. Label-free rewards and process rewards of a rollout batch-sharded over the processes
+#    (each device holds one of its 8 rows): the test computes them in one process.
+from rlvr_jax.data.tokenizers import load_tokenizer  # noqa: E402
+from tests._text_terms_case import rollout_rows, text_terms  # noqa: E402
+
+tok = load_tokenizer("builtin")
+mesh = sharding.make_mesh({"data": -1, "fsdp": 1, "tensor": 1})
+rollout = sharding.make_global_batch(dict(zip(("tokens", "mask", "logprobs"), rollout_rows(tok))),
+                                     mesh, rules=sharding.get_rules("dp"),
+                                     same_on_all_processes=True)
+result["text_terms"] = text_terms(tok, rollout["tokens"], rollout["mask"], rollout["logprobs"])
+result["text_terms_spread"] = not rollout["tokens"].is_fully_addressable
 
 distributed.sync("done")
 print("RESULT " + json.dumps(result), flush=True)

@@ -276,9 +276,12 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     config.reward.reward_model_path = str(tmp_path / "rm")
     validate(config)
     assert scoring.parse_components(config.reward) == (("reward_model", 1.0),)
-    spec, host_params = build.build_reward_model(config, tok)
+    spec = build.build_reward_model(config, tok)
     assert spec.config == rm_config and spec.weight == 1.0
-    np.testing.assert_array_equal(host_params["score"]["kernel"], params["score"]["kernel"])
+    mesh, rules = build.build_mesh(config)
+    placed = build.reward_model_params(config, spec, build.Placer(mesh, rules, rm_config))
+    np.testing.assert_array_equal(np.asarray(placed["score"]["kernel"]),
+                                  params["score"]["kernel"])
     task, _, _ = build.build_task_and_sources(config)
     verifier = scoring.reward_from_config(config, task, tok)
     assert verifier.on_device and verifier.shapers[0].keywords == {"name": "token",
@@ -296,7 +299,7 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     config.reward.components, config.reward.weights = "task,reward_model", "1,0.5"
     validate(config)
     verifier = scoring.reward_from_config(config, task, tok)
-    assert not verifier.on_device and build.build_reward_model(config, tok)[0].weight == 0.5
+    assert not verifier.on_device and build.build_reward_model(config, tok).weight == 0.5
     with build.host_scorer(config, verifier) as scorer:
         assert scorer.names == ("task", "correct")
     config.reward.components, config.reward.weights = "token", ""

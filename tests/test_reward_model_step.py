@@ -59,7 +59,8 @@ def test_rl_step_scores_with_the_reward_model_sharded_over_8_devices(setup, mode
     mesh, rules = sharding.make_mesh(MESH), sharding.get_rules("fsdp")
     placer = Placer(mesh, rules, model_config)
     tx = optax.adam(1e-3)
-    placed_rm = placer.reward_params(rm_params, rm_config)
+    placed_rm = jax.device_put(rm_params, placer.shardings(
+        rm_params, models.reward_logical_axes(rm_config)))
     assert any(len(leaf.sharding.device_set) == 8 and not leaf.sharding.is_fully_replicated
                for leaf in jax.tree.leaves(placed_rm))  # Really sharded.
     # A copy: device_put may alias the session fixture's buffers, and the step donates.

@@ -281,6 +281,13 @@ class _Reader:
             self._handles[file] = self._open(file, framework="numpy").__enter__()
         return self._handles[file].get_tensor(name)
 
+    def get_slice(self, name: str):
+        """A lazy view of tensor `name` (`safe_open(...).get_slice`): index it to read part."""
+        file = self.files[name]
+        if file not in self._handles:
+            self._handles[file] = self._open(file, framework="numpy").__enter__()
+        return self._handles[file].get_slice(name)
+
     def close(self):
         for handle in self._handles.values():
             handle.__exit__(None, None, None)

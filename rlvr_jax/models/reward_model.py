@@ -1,6 +1,7 @@
 """Reward models: Hugging Face `*ForSequenceClassification` checkpoints (Llama 3, Qwen2, Qwen3).
 
     config, params = load_hf_reward_model("/path/to/Skywork-Reward-...")   # host arrays
+    params = hf_slices.load_hf_reward_params_sharded(path, config, k, shardings)  # sharded
     scores = reward_forward(params, tokens, attention_mask, config=config)  # [B, K] float32
     save_hf_reward_model(params, config, "/tmp/rm", pad_token_id=tok.pad_id)
 
@@ -84,17 +85,11 @@ def num_labels(params: Params) -> int:
 
 # ----------------------------------------------------------------------------- files
 
-def load_hf_reward_model(path: Union[str, os.PathLike], *, dtype: str = "float32",
-                         param_dtype: str = "float32") -> Tuple[ModelConfig, Params]:
-    """Reads a local `*ForSequenceClassification` directory (config.json + safetensors).
-
-    Args:
-      path: the directory (single or sharded safetensors).
-      dtype: compute dtype of the returned config; param_dtype: of the parameters.
-
-    Returns:
-      (ModelConfig of the trunk, {"trunk", "score": {"kernel": [D, K]}} host numpy arrays).
-    """
+def read_reward_config(path: Union[str, os.PathLike], *, dtype: str = "float32",
+                       param_dtype: str = "float32") -> Tuple[ModelConfig, int]:
+    """(ModelConfig of the trunk, K = num_labels) of a local `*ForSequenceClassification`
+    directory, from its config.json and the header of its score tensor (no weight is read).
+    Raises like `load_hf_reward_model`."""
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"not a directory: {path}")
@@ -108,20 +103,47 @@ def load_hf_reward_model(path: Union[str, os.PathLike], *, dtype: str = "float32
     try:
         if _SCORE not in reader.files:
             raise ValueError(f"checkpoint is missing tensor {_SCORE!r}")
+        shape = tuple(reader.get_slice(_SCORE).get_shape())
+    finally:
+        reader.close()
+    if len(shape) != 2 or shape[1] != config.d_model:
+        raise ValueError(f"tensor {_SCORE!r} has shape {shape}, expected "
+                         f"(num_labels, {config.d_model})")
+    labels = raw.get("id2label")
+    if labels and len(labels) != shape[0]:
+        raise ValueError(f"config.json has {len(labels)} labels but {_SCORE!r} scores "
+                         f"{shape[0]}")
+    return config, shape[0]
+
+
+def load_hf_reward_model(path: Union[str, os.PathLike], *, dtype: str = "float32",
+                         param_dtype: str = "float32") -> Tuple[ModelConfig, Params]:
+    """Reads a local `*ForSequenceClassification` directory (config.json + safetensors)
+    whole, on the host (`hf_slices.load_hf_reward_params_sharded` reads it sliced).
+
+    Args:
+      path: the directory (single or sharded safetensors).
+      dtype: compute dtype of the returned config; param_dtype: of the parameters.
+
+    Returns:
+      (ModelConfig of the trunk, {"trunk", "score": {"kernel": [D, K]}} host numpy arrays).
+    """
+    config, _ = read_reward_config(path, dtype=dtype, param_dtype=param_dtype)
+    reader = hf._Reader(os.fspath(path))
+    try:
         score = reader.get(_SCORE)
-        if score.ndim != 2 or score.shape[1] != config.d_model:
-            raise ValueError(f"tensor {_SCORE!r} has shape {tuple(score.shape)}, expected "
-                             f"(num_labels, {config.d_model})")
-        labels = raw.get("id2label")
-        if labels and len(labels) != score.shape[0]:
-            raise ValueError(f"config.json has {len(labels)} labels but {_SCORE!r} scores "
-                             f"{score.shape[0]}")
         names = set(reader.files) - {_SCORE}
         trunk = hf.params_from_hf(reader.get, names, config.replace(tie_embeddings=True))
     finally:
         reader.close()
     kernel = np.ascontiguousarray(score.T.astype(config.storage_dtype))
     return config, {"trunk": trunk, "score": {"kernel": kernel}}
+
+
+def reward_param_shapes(config: ModelConfig, num_labels: int) -> Params:
+    """`jax.ShapeDtypeStruct`s of `init_reward_params(config, ..., num_labels=num_labels)`."""
+    return jax.eval_shape(lambda: init_reward_params(config, jax.random.PRNGKey(0),
+                                                     num_labels=num_labels))
 
 
 def reward_config_to_hf(config: ModelConfig, *, num_labels: int = 1,

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import sampling
+from rlvr_jax import distributed, sampling
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.multiturn.env import DeviceEnv, EnvStep
 from rlvr_jax.multiturn.rollout import Episodes, answer, begin, decode, finish
@@ -181,7 +181,8 @@ def play_on_host(params, prompt_tokens, prompt_mask, answers, rng, *, model_conf
 
     Returns: (Rollout, Episodes), the same layout as `generate_episodes`.
     """
-    sampling.validate_prompts(prompt_tokens, prompt_mask, model_config=model_config,
+    sampling.validate_prompts(*distributed.to_host((prompt_tokens, prompt_mask)),
+                              model_config=model_config,
                               sampling_config=sampling_config)
     kw = dict(model_config=model_config, sampling_config=sampling_config, env=env)
     g = sampling_config.num_samples
@@ -194,12 +195,15 @@ def play_on_host(params, prompt_tokens, prompt_mask, answers, rng, *, model_conf
                                   jnp.asarray(answers, jnp.int32), rng, **kw)
     while True:
         turns = state[4]
-        pending = np.asarray(turns.pending)
+        # Every process reads all rows and runs the tools on all of them (the calls must be
+        # deterministic: the answers are fed back as the same value on every process).
+        pending, turn, turn_len, done = distributed.to_host(
+            (turns.pending, turns.turn, turns.turn_len, turns.done))
         if pending.any():
-            out = tools.answer(states, np.asarray(turns.turn), np.asarray(turns.turn_len),
-                               pending)
+            out = tools.answer(states, turn, turn_len, pending)
             state = _answer_pending(state, out, env=env)
-        if int(state[0]) >= sampling_config.max_new_tokens or np.asarray(state[4].done).all():
+            done = distributed.to_host(state[4].done)
+        if int(state[0]) >= sampling_config.max_new_tokens or done.all():
             return _finish(state)
         state = _decode(prepared, key, state, **kw)
         tools.segments += 1

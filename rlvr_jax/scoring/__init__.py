@@ -41,8 +41,9 @@ from rlvr_jax.scoring.score import (decode_completions, is_correct, reward_metri
                                     score_on_device, score_on_host, score_rows_on_host,
                                     verify_on_host)
 from rlvr_jax.scoring.reward_model import (RewardModel, add_scores, check_reward_model_path,
-                                           load_reward_model, reward_model_metrics,
-                                           reward_model_scores, score_with_reward_model)
+                                           load_reward_params, open_reward_model,
+                                           reward_model_metrics, reward_model_scores,
+                                           score_with_reward_model)
 from rlvr_jax.scoring.shaping import (Shaper, kl_in_reward, overlong, rollout_shapers, shape,
                                       weighted)
 from rlvr_jax.scoring.verifiers import VERIFIERS, Verifier, choose_verifier, math_verifier, \
@@ -55,6 +56,7 @@ __all__ = ["Verifier", "VERIFIERS", "choose_verifier", "task_verifier", "math_ve
            "is_correct", "reward_metrics", "score", "score_on_device", "score_on_host",
            "verify_on_host", "decode_completions",
            "RewardModel", "add_scores", "reward_model_scores", "reward_model_metrics",
-           "score_with_reward_model", "check_reward_model_path", "load_reward_model",
+           "score_with_reward_model", "check_reward_model_path", "open_reward_model",
+           "load_reward_params",
            "noisy", "backward_corrected", "noise_shapers", "majority", "self_certainty",
            "answer_span_mask", "StepRewards", "step_rewards_on_host", "host_text_scoring"]

@@ -17,8 +17,9 @@
   without External Rewards") needs the logits and is not offered.
 
 Both are shapers bound per step on the host (`label_free_shapers`), added to the verdicts
-before the other shapers; the verifier still decides `reward/correct` (the true accuracy,
-where the data has answers).
+before the other shapers (over several processes every process votes on all the texts, and
+the answer spans are found row-shared, `distributed.my_rows`); the verifier still decides
+`reward/correct` (the true accuracy, where the data has answers).
 """
 import functools
 import operator
@@ -28,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.rewards.consensus import majority_vote_rewards
 from rlvr_jax.scoring.spans import completion_ids, token_of_offsets
 
@@ -63,18 +65,22 @@ def answer_start(text: str) -> int:
 def answer_span_mask(texts: Sequence[str], tokens, mask, tokenizer) -> np.ndarray:
     """[B, N] bool: the completion tokens that hold characters of the final answer (from
     `answer_start` to the end of the text, surrounding whitespace left out); all False for a
-    blank answer (`"13 #### "` would otherwise be rewarded for a confident space)."""
-    tokens, mask = np.asarray(tokens), np.asarray(mask)
-    out = np.zeros(tokens.shape, bool)
-    for b, text in enumerate(texts):
+    blank answer (`"13 #### "` would otherwise be rewarded for a confident space). On several
+    processes each finds the spans of its `distributed.my_rows(B)`, then all are gathered
+    (collectives: every process calls it)."""
+    tokens, mask = distributed.to_host((tokens, mask))
+    rows = distributed.my_rows(len(texts))
+    out = np.zeros((rows.stop - rows.start,) + tokens.shape[1:], bool)
+    for i, b in enumerate(range(rows.start, rows.stop)):
+        text = texts[b]
         start, end = answer_start(text), len(text.rstrip())
         start += len(text[start:]) - len(text[start:].lstrip())  # Skip the blanks before it.
         ids = completion_ids(tokens[b], mask[b])
         if start >= end or not ids:  # A blank answer holds no certainty (a hack otherwise).
             continue
         first, last = token_of_offsets(tokenizer, ids, [start + 1, end])
-        out[b, first:last + 1] = True
-    return out
+        out[i, first:last + 1] = True
+    return distributed.gather_rows(out, len(texts))
 
 
 def self_certainty(logprobs, span) -> jax.Array:
@@ -104,7 +110,8 @@ def label_free_shapers(terms: Sequence[Tuple[str, float]], texts: Sequence[str],
             scores, metrics = majority(texts, answer_key, num_samples)
         elif name == "self_certainty":
             span = answer_span_mask(texts, rollout.tokens, rollout.mask, tokenizer)
-            scores, metrics = self_certainty(rollout.logprobs, span), {}
+            logprobs = distributed.to_host(rollout.logprobs)  # Batch-sharded over processes.
+            scores, metrics = self_certainty(logprobs, span), {}
         else:
             raise ValueError(f"unknown label-free component {name!r}")
         shapers.append(functools.partial(add_term, name=name, scores=scores, weight=weight,

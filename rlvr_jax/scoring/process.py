@@ -19,6 +19,7 @@ import flax.struct
 import jax
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.scoring.spans import completion_ids, token_of_offsets
 
 
@@ -63,22 +64,29 @@ def step_rewards_on_host(texts: Sequence[str], examples: Sequence, tokens, mask,
       (StepRewards, metrics): process/step_accuracy (mean step score before the gate),
       process/steps_per_completion, process/all_steps_correct (fraction of completions with
       >= 1 step, all right).
+
+    On several processes each checks its `distributed.my_rows(B)` and every process gets all
+    rows and the metrics over all of them (collectives: every process calls it).
     """
-    tokens, mask = np.asarray(tokens), np.asarray(mask)
-    values, ends = np.zeros(tokens.shape, np.float32), np.zeros(tokens.shape, bool)
-    scores, perfect = [], 0
-    for b, (text, example) in enumerate(zip(texts, examples)):
+    n = len(texts)
+    tokens, mask = distributed.to_host((tokens, mask))  # Batch-sharded over processes.
+    rows = distributed.my_rows(n)  # Rows are independent: each process checks its share.
+    values = np.zeros((rows.stop - rows.start,) + tokens.shape[1:], np.float32)
+    ends = np.zeros(values.shape, bool)
+    total, count, perfect = 0.0, 0, 0
+    for i, b in enumerate(range(rows.start, rows.stop)):
         try:
-            steps = step_scores(text, example) or []
+            steps = step_scores(texts[b], examples[b]) or []
         except Exception:  # noqa: BLE001 - a failing checker is "no steps", like a 0 reward
             steps = []
-        scores.extend(s for _, s in steps)
+        total, count = total + sum(s for _, s in steps), count + len(steps)
         perfect += bool(steps) and all(s >= 1.0 for _, s in steps)
-        if steps and verify is not None and float(verify(text, example)) < 1.0:
+        if steps and verify is not None and float(verify(texts[b], examples[b])) < 1.0:
             steps = [(c, 0.0) for c, _ in steps]
-        values[b], ends[b] = place_steps(tokenizer, tokens[b], mask[b], steps)
-    n = max(len(texts), 1)
-    metrics = {"process/step_accuracy": float(np.mean(scores)) if scores else 0.0,
-               "process/steps_per_completion": len(scores) / n,
-               "process/all_steps_correct": perfect / n}
+        values[i], ends[i] = place_steps(tokenizer, tokens[b], mask[b], steps)
+    values, ends, total, count, perfect = distributed.gather_rows(
+        (values, ends, np.float32(total), np.int32(count), np.int32(perfect)), n)
+    metrics = {"process/step_accuracy": float(total) / int(count) if count else 0.0,
+               "process/steps_per_completion": int(count) / max(n, 1),
+               "process/all_steps_correct": int(perfect) / max(n, 1)}
     return StepRewards(values=values, ends=ends), metrics

@@ -1,7 +1,8 @@
 """A reward model scored on device, inside the one compiled RL step.
 
-    rm = scoring.RewardModel(config=rm_config, weight=1.0)
-    state = create_train_state(..., reward_params=placer.reward_params(rm_params, rm_config))
+    rm = scoring.open_reward_model(path, weight=1.0)       # checks; reads no weight
+    rm_params = scoring.load_reward_params(path, rm, placer.shardings)   # born sharded
+    state = create_train_state(..., reward_params=rm_params)
     rl_step = make_rl_step(mc, sc, rl, tx, verifier, reward_model=rm)
 
 The reward model (`models.reward_model`: a Llama / Qwen2 / Qwen3 trunk with a `score` head,
@@ -16,7 +17,7 @@ then the `RLConfig`'s shapers (overlong). The verifier still decides correctness
 model's score; with the verifier's weight 0 the policy trains on the reward model alone and
 reward hacking shows as `reward/reward_model` rising while `reward/correct` does not.
 Its parameters are frozen: they live in `TrainState.reward_params` (sharded like the
-policy's, never updated, no optimizer state).
+policy's, read sliced straight into their shards, never updated, no optimizer state).
 
 The reward model must share the policy's tokenizer (the ids are scored as sampled).
 """
@@ -31,7 +32,7 @@ import jax.numpy as jnp
 
 from rlvr_jax import sampling
 from rlvr_jax.models.config import ModelConfig
-from rlvr_jax.models import hf
+from rlvr_jax.models import hf, hf_slices
 from rlvr_jax.models import reward_model as rm_lib
 from rlvr_jax.models.reward_model import reward_forward
 from rlvr_jax.scoring.score import is_correct, score
@@ -155,10 +156,11 @@ def check_reward_model_path(path: str) -> None:
         raise FileNotFoundError(f"{path} has no model.safetensors (or its index)")
 
 
-def load_reward_model(path: str, *, weight: float = 1.0, microbatches: int = 1,
-                      dtype: str = "float32", param_dtype: str = "float32",
-                      vocab_size: int = 0, max_length: int = 0) -> Tuple[RewardModel, Any]:
-    """(RewardModel, host parameters) of the checkpoint at `path`.
+def open_reward_model(path: str, *, weight: float = 1.0, microbatches: int = 1,
+                      dtype: str = "float32", param_dtype: str = "float32", vocab_size: int = 0,
+                      max_length: int = 0) -> RewardModel:
+    """The RewardModel of the checkpoint at `path`, checked from its config.json and its
+    tensors' headers (no weight is read: `load_reward_params` reads them).
 
     Args:
       vocab_size: the policy tokenizer's vocabulary; the reward model must embed every id
@@ -167,14 +169,26 @@ def load_reward_model(path: str, *, weight: float = 1.0, microbatches: int = 1,
         the reward model's positions.
     """
     check_reward_model_path(path)
-    config, params = rm_lib.load_hf_reward_model(path, dtype=dtype, param_dtype=param_dtype)
+    config, _ = rm_lib.read_reward_config(path, dtype=dtype, param_dtype=param_dtype)
     if config.vocab_size < vocab_size:
         raise ValueError(f"{path}: the reward model embeds {config.vocab_size} ids but the "
                          f"tokenizer has {vocab_size}: it is not this tokenizer's model")
     if max_length > config.max_position_embeddings:
         raise ValueError(f"{path}: sequences of {max_length} tokens exceed the reward "
                          f"model's {config.max_position_embeddings} positions")
-    return RewardModel(config=config, weight=weight, microbatches=microbatches), params
+    return RewardModel(config=config, weight=weight, microbatches=microbatches)
+
+
+def load_reward_params(path: str, reward_model: RewardModel, shardings: Callable) -> Any:
+    """The parameters of `open_reward_model(path, ...)` born sharded: each process reads
+    only its devices' slices (`hf_slices.load_hf_reward_params_sharded`).
+
+    shardings: fn(parameter shapes, logical axes) -> their shardings (`Placer.shardings`).
+    """
+    config = reward_model.config
+    _, k = rm_lib.read_reward_config(path, dtype=config.dtype, param_dtype=config.param_dtype)
+    placed = shardings(rm_lib.reward_param_shapes(config, k), rm_lib.reward_logical_axes(config))
+    return hf_slices.load_hf_reward_params_sharded(path, config, k, placed)
 
 
 def reward_model_shaper(reward_model: Optional[RewardModel]):

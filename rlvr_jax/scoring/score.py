@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import sampling
+from rlvr_jax import distributed, sampling
 from rlvr_jax.scoring.host import HostScorer
 from rlvr_jax.scoring.shaping import rollout_shapers, shape
 
@@ -69,9 +69,10 @@ def score_on_device(rollout: sampling.Rollout, answers: jax.Array, *, verifier: 
 
 
 def decode_completions(tokenizer, tokens, mask) -> list:
-    """Completion texts [B] from sampler tokens [B, N] (up to the stop token)."""
+    """Completion texts [B] from sampler tokens [B, N] (up to the stop token). On several
+    processes every process decodes all B rows (`distributed.to_host`, a collective)."""
     out = []
-    for row, m in zip(np.asarray(tokens), np.asarray(mask)):
+    for row, m in zip(*distributed.to_host((tokens, mask))):
         out.append(tokenizer.decode(row[np.asarray(m, bool)], stop_at_eos=True))
     return out
 
@@ -104,7 +105,7 @@ def score_rows_on_host(rollout: sampling.Rollout, texts: Sequence[str], examples
     """`score_on_host`, plus which completions are correct: (rewards [B], metrics,
     correct [B] bool — what `reward/correct` counts, row by row)."""
     scorer = verify if isinstance(verify, HostScorer) else HostScorer(verify)
-    verdicts, components, info = scorer(texts, examples)
+    verdicts, components, info = score_shared(scorer, texts, examples)
     correct = components.pop("correct", None)
     rewards, metrics = score(jnp.asarray(verdicts), rollout,
                              tuple(shapers) + rollout_shapers(rl, max_new_tokens),
@@ -113,3 +114,17 @@ def score_rows_on_host(rollout: sampling.Rollout, texts: Sequence[str], examples
     metrics["reward/host_timeouts"] = jnp.asarray(info["timeouts"], jnp.float32)
     rows = np.asarray(verdicts if correct is None else correct, np.float32)
     return rewards, metrics, np.asarray(is_correct(rows))
+
+
+def score_shared(scorer: HostScorer, texts: Sequence[str], examples: Sequence):
+    """`scorer(texts, examples)` with the rows shared out over the processes: each process
+    scores its `distributed.my_rows(B)` and every process gets all B verdicts and
+    components back (their error and timeout counts summed); one process scores all."""
+    n = len(texts)
+    if distributed.process_count() == 1:
+        return scorer(texts, examples)
+    mine = distributed.my_rows(n)
+    verdicts, components, info = scorer(texts[mine], examples[mine])
+    counts = {k: np.int32(info[k]) for k in ("errors", "timeouts")}
+    verdicts, components, counts = distributed.gather_rows((verdicts, components, counts), n)
+    return verdicts, components, dict(info, **{k: int(v) for k, v in counts.items()})

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import evaluation, models, multiturn, sampling, scoring, sharding
+from rlvr_jax import distributed, evaluation, models, multiturn, sampling, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.train import adaptive
 from rlvr_jax.train import state as state_lib
@@ -154,6 +154,11 @@ def build_mesh(config):
     if config.mesh.num_devices > len(devices):
         raise ConfigError(f"mesh.num_devices: {config.mesh.num_devices} but this process sees "
                           f"{len(devices)} device(s)")
+    if config.mesh.num_devices and config.mesh.num_devices != len(devices) and \
+            jax.process_count() > 1:
+        raise ConfigError(f"mesh.num_devices: {config.mesh.num_devices} of {len(devices)} "
+                          f"devices, but a run over {jax.process_count()} processes uses every "
+                          "process's devices: set it to 0")
     if config.mesh.num_devices:
         devices = devices[:config.mesh.num_devices]
     return sharding.make_mesh(mesh_cfg, devices=devices), sharding.get_rules(config.mesh.rules)
@@ -184,6 +189,22 @@ class Placer:
         else `shard()`."""
         return jax.device_put(tree, self._replicated) if self.mesh.size == 1 else shard()
 
+    def shardings(self, shapes, specs=None):
+        """The shardings `params` gives a parameter pytree of `shapes` (ShapeDtypeStructs)."""
+        if self.mesh.size == 1:
+            return jax.tree.map(lambda _: self._replicated, shapes)
+        return sharding.logical_to_mesh_sharding(
+            self.specs if specs is None else specs, self.mesh, self.rules, shapes)
+
+    def init(self, init_fn, *args, specs=None):
+        """`init_fn(*args)` (a parameter pytree) run under jit with its outputs born placed
+        as `params` places them (`sharding.sharded_init`): no device and no process ever
+        holds the whole model. specs: its logical axes (default the policy's)."""
+        specs = self.specs if specs is None else specs
+        if self.mesh.size == 1:
+            return jax.jit(init_fn, out_shardings=self._replicated)(*args)
+        return sharding.sharded_init(init_fn, specs, self.mesh, self.rules, *args)
+
     def params(self, params):
         return self._place(params, lambda: sharding.shard_params(
             params, self.specs, self.mesh, self.rules))
@@ -195,11 +216,6 @@ class Placer:
     def value_params(self, value_params):
         return self._place(value_params, lambda: sharding.shard_params(
             value_params, self.value_specs, self.mesh, self.rules))
-
-    def reward_params(self, reward_params, reward_config):
-        """A reward model's parameters, sharded by the same rules as the policy's."""
-        return self._place(reward_params, lambda: sharding.shard_params(
-            reward_params, models.reward_logical_axes(reward_config), self.mesh, self.rules))
 
     def value_opt_state(self, opt_state, tx, value_params):
         return self._place(opt_state, lambda: sharding.shard_optimizer_state(
@@ -215,21 +231,23 @@ class Placer:
         return state.replace(step=put(state.step), rng=put(state.rng),
                              data_position=put(state.data_position), kl_coef=put(state.kl_coef))
 
-    def batch(self, batch):
-        # Every process's loader yields the whole global batch (same seed, same order).
+    def batch(self, batch, source: str = "the batch"):
+        """A pytree of host arrays [B, ...] that every process's loader yields whole (same
+        seed, same order), sharded over the mesh's batch axes; on several processes first
+        checked to be the same everywhere (a ValueError naming `source` if not)."""
+        distributed.check_same_on_all_processes(batch, source)
         return sharding.make_global_batch(batch, self.mesh, rules=self.rules,
                                           same_on_all_processes=True)
 
 
 def initial_params(config, model_config, placer: Placer, rng):
     """The policy's first parameters (an HF checkpoint or a fresh init), placed."""
-    if config.model.hf_checkpoint:
-        from rlvr_jax.models import hf
-        _, params = hf.load_hf_checkpoint(config.model.hf_checkpoint, dtype=config.model.dtype,
-                                          param_dtype=config.model.param_dtype)
-    else:
-        params = models.init_params(model_config, rng)
-    return placer.params(params)
+    if config.model.hf_checkpoint:  # Each process reads only its devices' slices.
+        from rlvr_jax.models import hf_slices
+        return hf_slices.load_hf_params_sharded(
+            config.model.hf_checkpoint, model_config,
+            placer.shardings(hf_slices.shapes(model_config)))
+    return placer.init(lambda key: models.init_params(model_config, key), rng)
 
 
 def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
@@ -337,26 +355,36 @@ def rl_optimizers(config, rl: RLConfig):
 
 
 def build_reward_model(config, tokenizer):
-    """(scoring.RewardModel, host parameters) of the `reward_model` component of
+    """The `scoring.RewardModel` of the `reward_model` component of
     `config.reward.components` (its weight from `reward.weights`, its checkpoint from
-    `reward.reward_model_path`), or (None, None) without it. A checkpoint that cannot score
-    this tokenizer's sequences raises `ConfigError` naming `reward.reward_model_path`."""
+    `reward.reward_model_path`), or None without it; no weight is read
+    (`reward_model_params`). A checkpoint that cannot score this tokenizer's sequences
+    raises `ConfigError` naming `reward.reward_model_path`."""
     r = config.reward
     weights = dict(scoring.parse_components(r))
     if "reward_model" not in weights:
-        return None, None
+        return None
     with user_input("reward.reward_model_path"):
-        return scoring.load_reward_model(
+        return scoring.open_reward_model(
             r.reward_model_path, weight=weights["reward_model"],
             microbatches=r.reward_model_microbatches, dtype=config.model.dtype,
             param_dtype=config.model.param_dtype, vocab_size=tokenizer.vocab_size,
             max_length=config.data.max_prompt_len + config.sampling.max_new_tokens)
 
 
+def reward_model_params(config, reward_model, placer: Placer):
+    """The frozen parameters of `reward_model` (None: None) born sharded by `placer`: each
+    process reads only its devices' slices of `reward.reward_model_path`."""
+    if reward_model is None:
+        return None
+    return scoring.load_reward_params(config.reward.reward_model_path, reward_model,
+                                      placer.shardings)
+
+
 def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config, init_rng,
              rl_rng, reward_params=None) -> state_lib.TrainState:
     """The RL TrainState: policy (+ reference copy, + value model from the policy, + a frozen
-    reward model's placed parameters), placed."""
+    reward model's parameters, already placed), placed."""
     value_params = None
     if rl.needs_value:  # PPO: a value model initialised from the (warmed-up) policy.
         value_params = placer.value_params(models.init_value_params(
@@ -408,13 +436,20 @@ def host_scorer(config, verifier: scoring.Verifier) -> scoring.HostScorer:
                               names=verifier.host.names if verifier.host is not None else ())
 
 
-def place_rl_batch(placer: Placer, pb, width: int) -> dict:
+def place_rl_batch(placer: Placer, pb, width: int, source: str = "the RL batch") -> dict:
     return placer.batch({"prompt_tokens": pb.tokens, "prompt_mask": prompt_mask(pb.lengths, width),
-                         "answers": pb.answers})
+                         "answers": pb.answers}, source)
+
+
+def data_name(config) -> str:
+    """The training data in words, for errors: `data.task=...` or `data.path=...`."""
+    d = config.data
+    return f"data.task={d.task}" if d.source == "task" else f"data.path={d.path}"
 
 
 def decode_first_samples(tokenizer, samples, g: int, k: int) -> Tuple[list, np.ndarray]:
     """(texts, rewards) of the first sample of each of the first k prompts."""
     rows = slice(0, g * k, g)
-    texts = scoring.decode_completions(tokenizer, samples["tokens"][rows], samples["mask"][rows])
-    return texts, np.asarray(samples["rewards"][rows])
+    tokens, mask, rewards = distributed.to_host(
+        (samples["tokens"], samples["mask"], samples["rewards"]))
+    return scoring.decode_completions(tokenizer, tokens[rows], mask[rows]), rewards[rows]

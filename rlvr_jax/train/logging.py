@@ -220,13 +220,15 @@ def configure_library_logs(verbose: bool = False) -> None:
 
 
 def progress_bar(total: int, desc: str, *, initial: int = 0):
-    """A tqdm bar on stderr (ETA included); disabled when RLVR_JAX_NO_PROGRESS=1. Its rate
+    """A tqdm bar on stderr (ETA included); disabled when RLVR_JAX_NO_PROGRESS=1 and on every
+    process but process 0. Its rate
     is the average since the first step (which compiles) ended, not an EMA that a slow
     first step distorts;
     `initial` steps (done by an earlier, resumed run) count as done but not in the rate.
     Where stderr is not a terminal (a log file, a notebook cell) it redraws every 30 s
     instead of every second, so the output stays short."""
-    disable = os.environ.get("RLVR_JAX_NO_PROGRESS") == "1"
+    import jax  # Only process 0 of a multi-process run shows one.
+    disable = os.environ.get("RLVR_JAX_NO_PROGRESS") == "1" or jax.process_index() != 0
     interactive = getattr(sys.stderr, "isatty", lambda: False)()
     return _Bar(total=total, desc=desc, file=sys.stderr, disable=disable, dynamic_ncols=True,
                 mininterval=1.0 if interactive else 30.0, smoothing=0.0, initial=initial)

@@ -53,7 +53,7 @@ class Run:
     verifier: scoring.Verifier
     evaluator: evaluation.Evaluator
     keys: Dict[str, jax.Array]  # init, sft, rl, eval
-    reward_model: Any = (None, None)  # build.build_reward_model: (RewardModel, host params)
+    reward_model: Any = None  # build.build_reward_model: a RewardModel (weights read in RL)
     adaptive: Any = None  # train/adaptive.attach: told each RL step's results, checkpointed
     env: Any = None  # build.build_env: the multi-turn environment (config.env), or None
     tools: Any = None  # ...and a host environment's multiturn.HostTools
@@ -74,8 +74,9 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     can fix raises `ConfigError` naming the field, file or data line.
     """
     validate(config)
-    plan = workdir_lib.plan(config, workdir)
     distributed.initialize(config.distributed)  # Before anything touches a device.
+    plan = workdir_lib.plan(config, workdir)
+    distributed.sync("rlvr_jax:planned")  # Every process read the workdir before it changes.
     r, resumed = setup(config, plan, progress)
     params = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
     summary: Dict[str, Any] = {"model_params": r.model_config.num_params(),
@@ -113,14 +114,16 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     env, tools = build.build_env(config, tokenizer, verifier)
     evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier,
                                       env, tools)
-    workdir_lib.prepare(plan, config)  # The first write.
+    if jax.process_index() == 0:
+        workdir_lib.prepare(plan, config)  # The first write.
+    distributed.sync("rlvr_jax:prepared")
     if plan.notice and progress and jax.process_index() == 0:
         print(plan.notice, file=sys.stderr, flush=True)
     keys = dict(zip(("init", "sft", "rl", "eval"),
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
     r = Run(config, plan.workdir, rl_config_from(config), tokenizer, model_config,
-            train_source, warmup_source, build.Placer(mesh, rules, model_config), verifier, evaluator, keys,
-            progress=progress, reward_model=reward_model, env=env, tools=tools)
+            train_source, warmup_source, build.Placer(mesh, rules, model_config), verifier,
+            evaluator, keys, progress=progress, reward_model=reward_model, env=env, tools=tools)
     r.ckpt, resumed = open_checkpoints(config, plan)
     return r, resumed
 
@@ -157,13 +160,18 @@ def warm_up(r: Run, params):
                                  seed=config.seed)
     with sharding.activate(r.placer.mesh, r.placer.rules):
         state = supervised_warmup(config, state, step_lib.make_sft_step(r.model_config, tx),
-                                  loader, r.writer, env=r.env)
+                                  loader, r.writer, env=r.env, placer=r.placer)
     return state.params
 
 
-def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up", env=None):
+def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up", env=None,
+                      placer=None):
     """`config.sft.steps` supervised steps on worked solutions (with a multi-turn `env`, the
-    observation tokens in them are attended to but not predicted: `warmup_loss_mask`)."""
+    observation tokens in them are attended to but not predicted: `warmup_loss_mask`); the
+    batches placed by `placer` (a `build.Placer`) like the RL batches (None: `jnp.asarray`,
+    one process)."""
+    place = (lambda b: jax.tree.map(jnp.asarray, b)) if placer is None else (
+        lambda b: placer.batch(b, source=build.data_name(config) + " (warm-up)"))
     n_new = config.sampling.max_new_tokens
     tokenizer = loader.tokenizer
     bar = progress_bar(config.sft.steps, bar_desc)
@@ -176,7 +184,7 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
         batch = {"tokens": np.concatenate([pb.tokens, comp], 1),
                  "attention": np.concatenate([pmask, comp_mask.astype(np.int32)], 1),
                  "loss_mask": np.concatenate([np.zeros_like(pmask), targets], 1)}
-        state, metrics = sft_step(state, jax.tree.map(jnp.asarray, batch))
+        state, metrics = sft_step(state, place(batch))
         if (i + 1) % config.log_every == 0 or i + 1 == config.sft.steps:
             metrics = {k: float(v) for k, v in metrics.items()}
             writer.write(i + 1, metrics, phase="sft")
@@ -226,11 +234,10 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     every config.checkpoint.every (and step 0, so the warm-up is never redone)."""
     config = r.config
     tx, value_tx = build.rl_optimizers(config, r.rl)
-    rm, rm_params = r.reward_model
+    rm = r.reward_model
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
-                           reward_params=None if rm is None else r.placer.reward_params(
-                               rm_params, rm.config))
+                           reward_params=build.reward_model_params(config, rm, r.placer))
     program = build.rl_program(config, r.rl, r.model_config, r.tokenizer, r.verifier, tx,
                                value_tx, r.placer, params, rm, env=r.env, tools=r.tools)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
@@ -267,7 +274,8 @@ def rl_step(r: Run, program, state, loader, i: int):
     t0 = time.perf_counter()
     pb = next(loader)
     with sharding.activate(r.placer.mesh, r.placer.rules):
-        batch = build.place_rl_batch(r.placer, pb, config.data.max_prompt_len)
+        batch = build.place_rl_batch(r.placer, pb, config.data.max_prompt_len,
+                                     build.data_name(config))
         state, metrics, samples = program(state, batch, pb.examples)
         if config.log_samples_every > 0 and (i + 1) % config.log_samples_every == 0:
             k = config.log_num_samples
@@ -276,7 +284,7 @@ def rl_step(r: Run, program, state, loader, i: int):
     metrics = {k: float(v) for k, v in metrics.items()}
     _check_finite(metrics, i + 1, r.ckpt)  # Before anything of this step is saved.
     if r.adaptive is not None:  # What this step's prompts scored steers the next batches.
-        r.adaptive.observe(pb, np.asarray(samples["correct"]).reshape(-1, g))
+        r.adaptive.observe(pb, distributed.to_host(samples["correct"]).reshape(-1, g))
         metrics.update(r.adaptive.metrics())
         metrics.update(adaptive.loader_metrics(config, loader))
     dt = time.perf_counter() - t0
