@@ -155,6 +155,7 @@ CASES = [
     ("hf-missing", ["--config.model.hf_checkpoint={tmp}/qwen"], None,
      "model.hf_checkpoint: no such directory"),
     ("preset", ["--config.model.preset=huge"], None, "model.preset: unknown preset"),
+    ("attention", ["--config.model.attention=flash"], None, "model.attention: must be one of"),
     ("kv-heads", ["--config.model.n_heads=4", "--config.model.n_kv_heads=3"], None,
      "model.n_kv_heads: must divide"),
     ("vocab-too-small", ["--config.model.vocab_size=8"], None,

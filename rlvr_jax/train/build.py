@@ -33,7 +33,8 @@ def build_model_config(config, tokenizer) -> models.ModelConfig:
     overrides["vocab_size"] = m.vocab_size or (base.vocab_size if m.hf_checkpoint or
                                                m.preset != "tiny" else tokenizer.vocab_size)
     return base.replace(dtype=m.dtype, param_dtype=m.param_dtype, remat=m.remat,
-                        scan_unroll=m.get("scan_unroll", 0), **overrides)
+                        scan_unroll=m.get("scan_unroll", 0),
+                        attention=m.get("attention", "auto"), **overrides)
 
 
 def build_task_and_sources(config):

@@ -45,6 +45,8 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.model.remat = "none"           # none | full | dots | dots_no_batch.
     c.model.scan_unroll = 0          # Training forward: 0 auto (unrolled up to 32 layers),
     #                                  1 layer scan, L fully unrolled.
+    c.model.attention = "auto"       # Training forward's attention: auto (a fused kernel on one
+    #                                  GPU/TPU, plain XLA else) | xla | pallas_gpu | splash.
 
     c.tokenizer = "builtin"          # "builtin", a .model file, tokenizer.json or an HF dir.
 

@@ -128,6 +128,9 @@ def _check_model(config) -> None:
     if m.remat not in model_config_lib.REMAT_POLICIES:
         _fail("model.remat", f"must be one of {', '.join(model_config_lib.REMAT_POLICIES)}; "
               f"got {m.remat!r}")
+    if m.get("attention", "auto") not in model_config_lib.ATTENTIONS:
+        _fail("model.attention", f"must be one of {', '.join(model_config_lib.ATTENTIONS)}; "
+              f"got {m.attention!r}")
     if m.n_heads and m.n_kv_heads and m.n_heads % m.n_kv_heads:
         _fail("model.n_kv_heads", f"must divide model.n_heads={m.n_heads}, got {m.n_kv_heads}")
     tokenizer = config.tokenizer
