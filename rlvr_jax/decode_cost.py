@@ -122,7 +122,7 @@ def _step(mc, prepared, rows: int, new_tokens: int, slots: int) -> Dict[str, flo
     vec = lambda dtype: jax.ShapeDtypeStruct((rows,), dtype)  # noqa: E731
     cols = lambda dtype: jax.ShapeDtypeStruct((rows, new_tokens), dtype)  # noqa: E731
     state = (jax.ShapeDtypeStruct((), jnp.int32), cache, vec(jnp.int32), vec(bool),
-             cols(jnp.int32), cols(jnp.float32), cols(jnp.int32))
+             cols(jnp.int32), cols(jnp.float32), cols(jnp.int32), vec(jnp.int32), None)
     fn = jax.jit(lambda p, s, k: sampling.decode_step(p, s, k, model_config=mc,
                                                       sampling_config=sc), donate_argnums=(1,))
     return _cost(fn.lower(prepared, state, jax.ShapeDtypeStruct((2,), jnp.uint32)).compile())

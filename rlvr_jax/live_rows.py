@@ -31,6 +31,14 @@ def auto_ratio(max_new_tokens: int) -> float:
     return AUTO_RATIO if max_new_tokens >= AUTO_MIN_TOKENS else 0.0
 
 
+def check_ratio(ratio) -> None:
+    """Raises ValueError unless `ratio` is a valid `SamplingConfig.compact_ratio`."""
+    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                              or not 0 <= ratio < 1):
+        raise ValueError(f"compact_ratio must be None (automatic) or in [0, 1) (0 = off), "
+                         f"got {ratio!r}")
+
+
 def ratio_of(sampling_config) -> float:
     """The compaction ratio a `sampling.SamplingConfig` means (None: `auto_ratio`)."""
     ratio = sampling_config.compact_ratio

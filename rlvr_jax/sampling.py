@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlvr_jax import live_rows
-from rlvr_jax.models import decoding
+from rlvr_jax.models import decode_attention, decoding
 from rlvr_jax.models.config import ModelConfig
 # The token-drawing functions live in `token_sampling`; re-exported here.
 from rlvr_jax.token_sampling import (filter_logits, gumbel_noise, sample_tokens,  # noqa: F401
@@ -79,7 +79,10 @@ class SamplingConfig:
         (rounded up to a multiple of 8, `live_rows.batch_sizes`), decoding continues on
         them only; what each row samples does not change. 0 = off (every row is carried
         until the last one ends). None (default) = `live_rows.auto_ratio(max_new_tokens)`:
-        0.7 from 128 new tokens on, off below."""
+        0.7 from 128 new tokens on, off below.
+      attention_impl: the decode steps' attention (`decoding.forward`): "plain", "pallas"
+        (`models.decode_attention`: the valid slots only), "interpret" (the kernel in
+        Pallas interpret mode, for tests), None (default: `decode_attention.default_impl`)."""
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -93,6 +96,7 @@ class SamplingConfig:
     max_length: Optional[int] = None
     vocab_limit: int = 0
     compact_ratio: Optional[float] = None
+    attention_impl: Optional[str] = None
 
     def __post_init__(self):
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
@@ -123,10 +127,8 @@ class SamplingConfig:
                              f"({self.max_new_tokens})")
         if self.cache_dtype is not None:
             jnp.dtype(self.cache_dtype)  # Raises on unknown names.
-        if self.compact_ratio is not None and not (
-                isinstance(self.compact_ratio, (int, float)) and 0 <= self.compact_ratio < 1):
-            raise ValueError(f"compact_ratio must be None (automatic) or in [0, 1) (0 = off), "
-                             f"got {self.compact_ratio!r}")
+        live_rows.check_ratio(self.compact_ratio)
+        decode_attention.check_impl(self.attention_impl)
 
     def replace(self, **changes) -> "SamplingConfig":
         """A copy with some fields changed (validated again)."""
@@ -153,9 +155,8 @@ class Rollout:
       turn_ids: multi-turn only: [B, N] int32, the model turn each token belongs to (an
         observation belongs to the turn it answers); None for single-turn rollouts.
       decode_steps: [B] int32, the loop steps (the first token's included) each row was
-        carried through: its own tokens plus the steps it idled after its end, until the
-        loop ended or compaction dropped it (`live_rows.useful_fraction`). None for
-        multi-turn rollouts."""
+        carried through: its tokens plus the steps it idled after its end, until the loop
+        ended or compaction dropped it (`live_rows.useful_fraction`); None if multi-turn."""
     tokens: jax.Array
     mask: jax.Array
     logprobs: jax.Array
@@ -187,8 +188,7 @@ class Rollout:
 # ----------------------------------------------------------------------------- one step
 
 def _sample(logits, rng, sc: SamplingConfig, rows=None):
-    """(tokens [B], log-probs [B]) drawn from logits [B, V] as `sc` says; rows [B]: the
-    rows' noise counters (`gumbel_noise`), default 0 … B - 1."""
+    """(tokens [B], log-probs [B]) from logits [B, V] as `sc` says (rows: `gumbel_noise`'s)."""
     if 0 < sc.vocab_limit < logits.shape[-1]:  # Padded ids: never drawn.
         column = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
         logits = jnp.where(column < sc.vocab_limit, logits, jnp.finfo(logits.dtype).min)
@@ -347,7 +347,8 @@ def decode_step(prepared, state, step_key, *, model_config: ModelConfig,
     active = ~done
     feed = jnp.where(active, tok, sc.pad_id)
     logits, cache = decoding.forward(prepared, feed[:, None], config=mc, cache=cache,
-                                     attention_mask=active[:, None].astype(jnp.int32))
+                                     attention_mask=active[:, None].astype(jnp.int32),
+                                     attention_impl=sc.attention_impl)
     new, logp = _sample(logits[:, 0], jax.random.fold_in(step_key, t), sc, rows)
     new = jnp.where(active, new, sc.pad_id)
     logp = jnp.where(active, logp, 0.0)
@@ -365,8 +366,7 @@ def _is_stop(tok, stop_token_ids):
     """[B] bool: whether each token is one of `stop_token_ids`."""
     if not stop_token_ids:
         return jnp.zeros(tok.shape, bool)
-    stop_ids = jnp.asarray(stop_token_ids, jnp.int32)
-    return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+    return jnp.any(tok[:, None] == jnp.asarray(stop_token_ids, jnp.int32)[None, :], axis=-1)
 
 
 def prefill(params, prompt_tokens, prompt_mask, *, model_config: ModelConfig,

@@ -28,6 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rlvr_jax.models import decode_attention
 from rlvr_jax.models.config import ModelConfig
 
 Cache = Dict[str, Any]
@@ -100,8 +101,11 @@ def _rms_norm(x, scale, eps):
     return (y * scale).astype(x.dtype)
 
 
-def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig):
-    """One layer's attention over its cache; returns (out [B, T, D], new k, new v)."""
+def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, impl):
+    """One layer's attention over its cache; returns (out [B, T, D], new k, new v). A decode
+    step (T = 1, `mask` = (cache mask [B, S], first valid slot [B])) with `impl` "pallas" or
+    "interpret" runs `decode_attention`'s kernel; otherwise `mask` is the [B, 1, 1, T, S]
+    attention mask of `transformer.grouped_attention`."""
     from rlvr_jax.models import transformer  # The shared RoPE helpers.
 
     def proj(name, axis):
@@ -126,15 +130,21 @@ def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig
         return nn.with_logical_constraint(out, CACHE_AXES)
 
     k_cache, v_cache = write(k_cache, k), write(v_cache, v)
-    out = transformer.grouped_attention(q, k_cache, v_cache, mask, cfg, kv_layout="bnsk")
+    if impl in ("pallas", "interpret"):
+        kv_mask, start = mask
+        out = decode_attention.decode_attention(
+            q[:, 0], k_cache, v_cache, kv_mask, start, index + 1, cfg, impl="pallas",
+            interpret=impl == "interpret")[:, None]
+    else:
+        out = transformer.grouped_attention(q, k_cache, v_cache, mask, cfg, kv_layout="bnsk")
     return jnp.einsum("bthk,hkd->btd", out, lp["o_kernel"]), k_cache, v_cache
 
 
-def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig):
+def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, impl):
     """One pre-norm layer (as `transformer.Block`); returns (x, new k, new v)."""
     h, k_cache, v_cache = _attention(lp["attn"], _rms_norm(x, lp["input_norm"]["scale"],
                                                            cfg.norm_eps),
-                                     positions, k_cache, v_cache, mask, index, cfg)
+                                     positions, k_cache, v_cache, mask, index, cfg, impl)
     x = x + h
     m = lp["mlp"]
     y = _rms_norm(x, lp["post_attn_norm"]["scale"], cfg.norm_eps)
@@ -160,6 +170,7 @@ def forward(
     attention_mask: Optional[jax.Array] = None,
     positions: Optional[jax.Array] = None,
     return_hidden: bool = False,
+    attention_impl: Optional[str] = None,
 ) -> Tuple[jax.Array, Cache]:
     """Runs T new tokens against the cache (prefill: T = Tp; decode: T = 1).
 
@@ -172,6 +183,10 @@ def forward(
         not advance RoPE positions). Default: all real.
       positions: [B, T] RoPE positions; default `transformer.default_positions`.
       return_hidden: return the final-norm hidden states [B, T, D] instead of logits.
+      attention_impl: a decode step's (T = 1) attention: "plain", "pallas" (the
+        `decode_attention` kernel over the valid slots only), "interpret" (the kernel in
+        Pallas interpret mode, for CPU tests), None (`decode_attention.default_impl()`).
+        Prefill (T > 1) always runs the plain path.
 
     Returns:
       (logits [B, T, V] float32 or hidden [B, T, D], the updated cache).
@@ -189,13 +204,19 @@ def forward(
     q_slots = jnp.broadcast_to((index + jnp.arange(t, dtype=jnp.int32))[None], tokens.shape)
     kv_slots = jnp.broadcast_to(jnp.arange(kv_mask.shape[1], dtype=jnp.int32)[None],
                                 kv_mask.shape)
-    mask = transformer.attention_mask_from(segment_ids, kv_mask, q_slots, kv_slots)
+    impl = decode_attention.default_impl() if attention_impl is None else attention_impl
+    decode_attention.check_impl(impl)
+    if t == 1 and impl != "plain":  # The kernel's validity: the cache mask from the row's start.
+        mask = (kv_mask, jnp.argmax(kv_mask != 0, axis=1).astype(jnp.int32))
+    else:
+        impl, mask = "plain", transformer.attention_mask_from(segment_ids, kv_mask, q_slots,
+                                                                kv_slots)
 
     x = jnp.take(prepared["embed"], tokens, axis=0).astype(cfg.compute_dtype)
     x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
     ks, vs = [], []
     for lp, k_cache, v_cache in zip(prepared["layers"], cache["k"], cache["v"]):
-        x, k_cache, v_cache = _block(lp, x, positions, k_cache, v_cache, mask, index, cfg)
+        x, k_cache, v_cache = _block(lp, x, positions, k_cache, v_cache, mask, index, cfg, impl)
         ks.append(k_cache)
         vs.append(v_cache)
     x = _rms_norm(x, prepared["final_norm"], cfg.norm_eps)
