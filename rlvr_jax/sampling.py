@@ -80,9 +80,9 @@ class SamplingConfig:
         them only; what each row samples does not change. 0 = off (every row is carried
         until the last one ends). None (default) = `live_rows.auto_ratio(max_new_tokens)`:
         0.7 from 128 new tokens on, off below.
-      attention_impl: the decode steps' attention (`decoding.forward`): "plain", "pallas"
-        (`models.decode_attention`: the valid slots only), "interpret" (the kernel in
-        Pallas interpret mode, for tests), None (default: `decode_attention.default_impl`)."""
+      attention_impl: the decode steps' attention (`decoding.forward`), one of
+        `models.decode_attention.IMPLS` ("pallas": a kernel over the valid slots only), or
+        None (default: `decode_attention.default_impl`, "plain" on CPU)."""
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0

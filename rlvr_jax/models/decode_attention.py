@@ -3,9 +3,18 @@
 One decode step (T = 1) attends each row's H query heads to its KV cache `[B, Hkv, S, Dh]`.
 Row b's valid slots lie in [start_b, end): its left-padded prompt begins at slot start_b and
 every row has written up to the shared cache index (`end`); inside that range the cache mask
-drops the slots a finished row was fed padding into. The plain path (`impl="plain"`) is the
-training forward's `transformer.grouped_attention` over all S slots (what XLA's CPU backend
-runs well). The Pallas kernel (`impl="pallas"`) runs one program per (row, KV head) that
+drops the slots a finished row was fed padding into. Three implementations:
+
+  * "grouped": the training forward's `transformer.grouped_attention` over all S slots
+    (scores [B, Hkv, G, 1, S]; XLA's CPU backend transposes them around the softmax);
+  * "plain": the same math over all S slots laid out for one decode token: scores
+    [B, Hkv, S, G] straight out of the dot, the softmax's max and exp along S in place and
+    its normalisation applied to the [B, Hkv, G, Dh] output, so the float32 scores are
+    written once and read three times (the CPU cost model's count for qwen2.5-0.5b, 256 rows,
+    N = 512: 1.70 -> see docs/performance.md, issue 52);
+  * "pallas": the kernel below; "interpret": it in Pallas interpret mode (CPU tests).
+
+The Pallas kernel (`impl="pallas"`) runs one program per (row, KV head) that
 walks only the blocks of `block` slots overlapping [start_b, end), with an online softmax
 (float32 running max, sum and output), so a step reads about the valid K/V whatever the
 cache's capacity; the program serves the H / Hkv query heads of its group (GQA) from one read
@@ -13,8 +22,8 @@ of the group's K/V.
 
     out = decode_attention(q, k, v, mask, start, end, config, impl="pallas", interpret=True)
 
-Only the plain path is run by default on every backend (`default_impl`): the kernel is tested
-on CPU in interpret mode against the plain path; it has not been run on a GPU or TPU here.
+`default_impl`: "plain" on CPU, "grouped" elsewhere (the GPU/TPU decode path is unchanged: the
+kernel is tested on CPU in interpret mode only, and has not been run on a GPU or TPU here).
 """
 import functools
 from typing import Optional
@@ -29,13 +38,12 @@ _NEG_INF = -1e30  # Finite: a block with no valid slot must not turn the running
 
 
 def default_impl(backend: Optional[str] = None) -> str:
-    """The implementation `decode_attention(impl=None)` uses on `backend` (default: JAX's):
-    "plain" everywhere until the kernel is measured on a device (docs/performance.md)."""
-    del backend
-    return "plain"
+    """The implementation `impl=None` stands for on `backend` (default: JAX's): "plain" on
+    CPU, "grouped" elsewhere (until the kernel is measured on a device)."""
+    return "plain" if (backend or jax.default_backend()) == "cpu" else "grouped"
 
 
-IMPLS = ("plain", "pallas", "interpret")
+IMPLS = ("grouped", "plain", "pallas", "interpret")
 
 
 def check_impl(impl: Optional[str]) -> None:
@@ -56,29 +64,44 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
       start: [B] int32, the row's first valid slot; end: int32 scalar, one past the last
         written slot (slots >= end are never read).
       config: the model's config (heads, head_dim, compute dtype).
-      impl: "plain", "pallas", or None (`default_impl()`).
+      impl: one of `IMPLS`, or None (`default_impl()`).
       block: slots per kernel block (capped at S).
       interpret: run the Pallas kernel in interpret mode (CPU tests).
 
     Returns: [B, H, Dh] in the compute dtype.
     """
     impl = default_impl() if impl is None else impl
-    if impl == "plain":
-        return _plain(q, k_cache, v_cache, mask, start, end, config)
-    if impl != "pallas":
-        raise ValueError(f"impl must be 'plain', 'pallas' or None, got {impl!r}")
-    return _pallas(q, k_cache, v_cache, mask, start, end, config, min(block, k_cache.shape[2]),
-                   interpret)
-
-
-def _plain(q, k_cache, v_cache, mask, start, end, cfg):
-    """`transformer.grouped_attention` over all S slots with the same validity rule."""
-    from rlvr_jax.models import transformer
+    check_impl(impl)
+    if impl in ("pallas", "interpret"):
+        return _pallas(q, k_cache, v_cache, mask, start, end, config,
+                       min(block, k_cache.shape[2]), interpret or impl == "interpret")
     slots = jnp.arange(k_cache.shape[2], dtype=jnp.int32)[None]
     valid = (mask != 0) & (slots >= start[:, None]) & (slots < end)
+    if impl == "plain":
+        return plain(q, k_cache, v_cache, valid, config)
+    from rlvr_jax.models import transformer
     out = transformer.grouped_attention(q[:, None], k_cache, v_cache,
-                                        valid[:, None, None, None, :], cfg, kv_layout="bnsk")
+                                        valid[:, None, None, None, :], config, kv_layout="bnsk")
     return out[:, 0]
+
+
+def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
+    """The "plain" decode attention: q [B, H, Dh] over k/v [B, Hkv, S, Dh] where valid
+    [B, S] (bool); returns [B, H, Dh] in the compute dtype. Rows with no valid slot get a
+    uniform average (as `transformer.grouped_attention`)."""
+    dt = cfg.compute_dtype
+    b, h, dh = q.shape
+    hkv = k_cache.shape[1]
+    qg = (q.astype(jnp.float32) * dh ** -0.5).astype(dt).reshape(b, hkv, h // hkv, dh)
+    scores = jnp.einsum("bnsk,bngk->bnsg", k_cache.astype(dt), qg,
+                        preferred_element_type=jnp.float32)
+    scores = jnp.where(valid[:, None, :, None], scores, _NEG_INF)
+    top = jnp.max(scores, axis=2, keepdims=True)
+    weights = jnp.exp(scores - top)
+    total = jnp.sum(weights, axis=2)  # [B, Hkv, G]
+    out = jnp.einsum("bnsg,bnsk->bngk", weights.astype(dt), v_cache.astype(dt),
+                     preferred_element_type=jnp.float32)
+    return (out / total[..., None]).astype(dt).reshape(b, h, dh)
 
 
 def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, interpret):

@@ -103,9 +103,9 @@ def _rms_norm(x, scale, eps):
 
 def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, impl):
     """One layer's attention over its cache; returns (out [B, T, D], new k, new v). A decode
-    step (T = 1, `mask` = (cache mask [B, S], first valid slot [B])) with `impl` "pallas" or
-    "interpret" runs `decode_attention`'s kernel; otherwise `mask` is the [B, 1, 1, T, S]
-    attention mask of `transformer.grouped_attention`."""
+    step (T = 1, `mask` = (cache mask [B, S], first valid slot [B])) runs `decode_attention`
+    with `impl`; otherwise (`impl` "grouped") `mask` is the [B, 1, 1, T, S] attention mask
+    of `transformer.grouped_attention`."""
     from rlvr_jax.models import transformer  # The shared RoPE helpers.
 
     def proj(name, axis):
@@ -130,11 +130,10 @@ def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig
         return nn.with_logical_constraint(out, CACHE_AXES)
 
     k_cache, v_cache = write(k_cache, k), write(v_cache, v)
-    if impl in ("pallas", "interpret"):
+    if impl != "grouped":
         kv_mask, start = mask
-        out = decode_attention.decode_attention(
-            q[:, 0], k_cache, v_cache, kv_mask, start, index + 1, cfg, impl="pallas",
-            interpret=impl == "interpret")[:, None]
+        out = decode_attention.decode_attention(q[:, 0], k_cache, v_cache, kv_mask, start,
+                                                index + 1, cfg, impl=impl)[:, None]
     else:
         out = transformer.grouped_attention(q, k_cache, v_cache, mask, cfg, kv_layout="bnsk")
     return jnp.einsum("bthk,hkd->btd", out, lp["o_kernel"]), k_cache, v_cache
@@ -152,6 +151,23 @@ def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, im
     h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
     x = x + h @ m["down_kernel"]
     return nn.with_logical_constraint(x, ("batch", "length", "embed")), k_cache, v_cache
+
+
+def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
+    """The rows of table [V, D] at tokens [B, T] -> [B, T, D]. A decode step (T = 1) on CPU
+    copies its B rows in a loop of dynamic slices (same values): XLA's CPU cost model charges
+    a gather fused into its consumer as a read of the whole table (`rlvr_jax.decode_cost`:
+    the whole [V, D] embedding per step), a loop of slices for the rows it reads."""
+    if tokens.shape[1] != 1 or jax.default_backend() != "cpu":
+        return jnp.take(table, tokens, axis=0)
+    ids = tokens[:, 0]
+
+    def copy_row(r, out):
+        row = jax.lax.dynamic_slice_in_dim(table, ids[r], 1, axis=0)
+        return jax.lax.dynamic_update_slice_in_dim(out, row, r, axis=0)
+
+    rows = jnp.zeros((ids.shape[0], table.shape[1]), table.dtype)
+    return jax.lax.fori_loop(0, ids.shape[0], copy_row, rows)[:, None]
 
 
 def logits_from_hidden(prepared: Prepared, hidden: jax.Array, config: ModelConfig) -> jax.Array:
@@ -183,10 +199,10 @@ def forward(
         not advance RoPE positions). Default: all real.
       positions: [B, T] RoPE positions; default `transformer.default_positions`.
       return_hidden: return the final-norm hidden states [B, T, D] instead of logits.
-      attention_impl: a decode step's (T = 1) attention: "plain", "pallas" (the
-        `decode_attention` kernel over the valid slots only), "interpret" (the kernel in
-        Pallas interpret mode, for CPU tests), None (`decode_attention.default_impl()`).
-        Prefill (T > 1) always runs the plain path.
+      attention_impl: a decode step's (T = 1) attention, one of `decode_attention.IMPLS`
+        ("grouped", "plain", "pallas": the kernel over the valid slots only, "interpret":
+        it in Pallas interpret mode, for CPU tests) or None (`decode_attention.default_impl`:
+        "plain" on CPU). Prefill (T > 1) always runs "grouped".
 
     Returns:
       (logits [B, T, V] float32 or hidden [B, T, D], the updated cache).
@@ -206,13 +222,13 @@ def forward(
                                 kv_mask.shape)
     impl = decode_attention.default_impl() if attention_impl is None else attention_impl
     decode_attention.check_impl(impl)
-    if t == 1 and impl != "plain":  # The kernel's validity: the cache mask from the row's start.
+    if t == 1 and impl != "grouped":  # Valid: the cache mask from the row's first slot.
         mask = (kv_mask, jnp.argmax(kv_mask != 0, axis=1).astype(jnp.int32))
     else:
-        impl, mask = "plain", transformer.attention_mask_from(segment_ids, kv_mask, q_slots,
-                                                                kv_slots)
+        impl, mask = "grouped", transformer.attention_mask_from(segment_ids, kv_mask, q_slots,
+                                                                  kv_slots)
 
-    x = jnp.take(prepared["embed"], tokens, axis=0).astype(cfg.compute_dtype)
+    x = _embed(prepared["embed"], tokens).astype(cfg.compute_dtype)
     x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
     ks, vs = [], []
     for lp, k_cache, v_cache in zip(prepared["layers"], cache["k"], cache["v"]):
