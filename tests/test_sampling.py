@@ -3,6 +3,7 @@
 Every `generate` configuration costs one compilation (several seconds on CPU),
 so the model-level tests share a few module-scoped rollouts.
 """
+import json
 import math
 
 import jax
@@ -499,3 +500,16 @@ def test_decode_step_bytes_stay_near_their_minimum(tiny_config):
                                  new_tokens=24, step=8)
     assert cost["bytes_accessed"] <= 1.1 * DECODE_STEP_BYTES, cost
     assert cost["bytes_accessed"] <= 2.0 * cost["minimum_bytes"], cost
+
+
+def test_sample_benchmark_at_real_lengths_stops_each_row_at_its_drawn_length(capsys):
+    """`benchmark.py sample --lengths real`: rows end at `workloads.completion_lengths`, and
+    the useful fraction is reported (16 rows, compacted to 8 once at most 8 are live)."""
+    from rlvr_jax import benchmarks, workloads
+    benchmarks.main(["sample", "--preset", "tiny", "--prompts", "2", "--samples", "8",
+                     "--prompt-len", "8", "--new-tokens", "32", "--lengths", "real",
+                     "--compact-ratio", "0.5", "--repeats", "1"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["generated_tokens"] == int(workloads.completion_lengths(16, 32, seed=0).sum())
+    assert out["batch_sizes"] == [16, 8] and 0 < out["useful_fraction"] <= 1
+    assert out["real_tokens_per_s"] == out["tokens_per_s"] > 0
