@@ -16,6 +16,8 @@ table. XLA's GPU cost model charges a fused operand by its utilisation, which
 `bytes_accessed` (the backend's cost model) and `bytes_gather_rows` (the same with each fused
 gather's table charged for the rows it gathers, `fused_gather_overcount`; applied only where
 `cost_model_overcharges_fused_gathers` finds the overcharge); the ratios use them as named.
+On CPU the decode step no longer gathers (`models.decoding._embed` copies its B rows by a loop
+of slices, which the cost model charges by the rows), so there the two agree.
 """
 import functools
 import re

@@ -9,9 +9,9 @@ drops the slots a finished row was fed padding into. Three implementations:
     (scores [B, Hkv, G, 1, S]; XLA's CPU backend transposes them around the softmax);
   * "plain": the same math over all S slots laid out for one decode token: scores
     [B, Hkv, S, G] straight out of the dot, the softmax's max and exp along S in place and
-    its normalisation applied to the [B, Hkv, G, Dh] output, so the float32 scores are
-    written once and read three times (the CPU cost model's count for qwen2.5-0.5b, 256 rows,
-    N = 512: 1.70 -> see docs/performance.md, issue 52);
+    its normalisation applied to the [B, Hkv, G, Dh] output: fewer passes over the float32
+    scores (a qwen2.5-0.5b rollout of 256 rows × 512 tokens by the CPU cost model: 1.70× ->
+    1.61× its byte minimum; docs/performance.md, issue 52);
   * "pallas": the kernel below; "interpret": it in Pallas interpret mode (CPU tests).
 
 The Pallas kernel (`impl="pallas"`) runs one program per (row, KV head) that
