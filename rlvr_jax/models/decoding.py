@@ -153,6 +153,9 @@ def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, im
     return nn.with_logical_constraint(x, ("batch", "length", "embed")), k_cache, v_cache
 
 
+_EMBED_UNROLL = 8  # Rows copied per loop iteration (fewer host-side iterations).
+
+
 def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
     """The rows of table [V, D] at tokens [B, T] -> [B, T, D]. A decode step (T = 1) on CPU
     copies its B rows in a loop of dynamic slices (same values): XLA's CPU cost model charges
@@ -167,7 +170,8 @@ def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
         return jax.lax.dynamic_update_slice_in_dim(out, row, r, axis=0)
 
     rows = jnp.zeros((ids.shape[0], table.shape[1]), table.dtype)
-    return jax.lax.fori_loop(0, ids.shape[0], copy_row, rows)[:, None]
+    unroll = _EMBED_UNROLL if ids.shape[0] % _EMBED_UNROLL == 0 else 1
+    return jax.lax.fori_loop(0, ids.shape[0], copy_row, rows, unroll=unroll)[:, None]
 
 
 def logits_from_hidden(prepared: Prepared, hidden: jax.Array, config: ModelConfig) -> jax.Array:
