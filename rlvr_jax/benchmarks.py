@@ -23,41 +23,47 @@ def _timed(fn, repeats):
 
 
 def sample_command(args):
-    """Sampler throughput: prefill time, decode-step time and generated tokens/s."""
+    """Sampler throughput: prefill time, decode-step time and generated tokens/s; with
+    `--lengths real`, rows end at drawn lengths (`rlvr_jax.workloads`) and it reports the
+    useful fraction of the decode work and real tokens/s."""
     import jax
     import jax.numpy as jnp
-    from rlvr_jax import sampling
+    from rlvr_jax import live_rows, sampling
     from rlvr_jax.models import transformer
 
+    real = args.lengths == "real"
     mc = _model_config(args.preset, args.dtype)
     sc = sampling.SamplingConfig(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, greedy=args.greedy,
         max_new_tokens=args.new_tokens, num_samples=args.samples, pad_id=0,
-        stop_token_ids=() if args.force_length else (args.stop_token,),
-        cache_window=_window_flag(args.cache_window))
+        stop_token_ids=() if args.force_length or real else (args.stop_token,),
+        cache_window=_window_flag(args.cache_window),
+        compact_ratio=None if args.compact_ratio < 0 else args.compact_ratio)
     shape = (args.prompts, args.prompt_len)
     abstract = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
     ids = jax.ShapeDtypeStruct(shape, jnp.int32)
+    rows = jax.ShapeDtypeStruct((args.prompts * args.samples,), jnp.int32) if real else None
     start = time.perf_counter()
     compiled = sampling.jit_generate.lower(abstract, ids, ids,
                                            jax.ShapeDtypeStruct((2,), jnp.uint32),
-                                           model_config=mc, sampling_config=sc).compile()
+                                           model_config=mc, sampling_config=sc,
+                                           budgets=rows).compile()
     out = {
         "benchmark": "sample", "preset": args.preset, "dtype": args.dtype,
         "prompts": args.prompts, "samples": args.samples, "sequences": args.prompts * args.samples,
-        "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
+        "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "lengths": args.lengths,
         "force_length": args.force_length, "cache_window": sampling.cache_window_of(sc),
+        "batch_sizes": live_rows.batch_sizes(args.prompts * args.samples, live_rows.ratio_of(sc)),
         "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
         "compile_s": time.perf_counter() - start, **_device_info(),
     }
     if args.compile_only:
         return out
     params = transformer.init_params(mc, jax.random.PRNGKey(args.seed))
-    tokens = jax.random.randint(jax.random.PRNGKey(args.seed + 1), shape, 1, mc.vocab_size)
-    mask = jnp.ones(shape, jnp.int32)
-    rng = jax.random.PRNGKey(args.seed + 2)
+    tokens, mask, budgets = _sample_inputs(args, mc.vocab_size)
 
-    run = lambda: compiled(params, tokens, mask, rng)  # noqa: E731
+    run = lambda: compiled(params, tokens, mask, rng, budgets=budgets)  # noqa: E731
+    rng = jax.random.PRNGKey(args.seed + 2)
     prefill = jax.jit(lambda p, t, m: transformer.forward(
         p, t, config=mc, attention_mask=m, return_hidden=True,
         cache=transformer.init_cache(mc, args.prompts, args.prompt_len + args.new_tokens - 1))[0])
@@ -65,18 +71,44 @@ def sample_command(args):
         jax.block_until_ready(run())
         with jax.profiler.trace(args.profile_dir):
             jax.block_until_ready(run())
+    cpu_start = time.process_time()
     total_s = _timed(run, args.repeats)
+    cpu_s = (time.process_time() - cpu_start) / (args.repeats + 1)  # The warm-up run too.
     prefill_s = _timed(lambda: prefill(params, tokens, mask), args.repeats)
-    generated = int(jnp.sum(run().lengths))
-    steps = max(args.new_tokens - 1, 1)
+    rollout = run()
+    generated = int(jnp.sum(rollout.lengths))
+    steps = max(int(jnp.max(rollout.decode_steps)) - 1, 1)
     out.update({
         "generated_tokens": generated,
         "tokens_per_s": generated / total_s,
         "total_s": total_s,
         "prefill_ms": 1e3 * prefill_s,
         "decode_step_ms": 1e3 * max(total_s - prefill_s, 0.0) / steps,
+        "useful_fraction": float(live_rows.useful_fraction(rollout)),
+        "cpu_s": cpu_s,  # Process CPU seconds per rollout: less sensitive to other load.
     })
+    if real:  # Every token is real (no forced tail).
+        out.update(real_tokens_per_s=generated / total_s, real_tokens_per_cpu_s=generated / cpu_s)
     return out
+
+
+def _sample_inputs(args, vocab_size):
+    """(prompt tokens [P, Tp], prompt mask [P, Tp], budgets [P·G] or None) of the sample
+    benchmark: full random prompts, or with `--lengths real` left-padded prompts and
+    completion budgets drawn by `rlvr_jax.workloads` (seed 0)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from rlvr_jax import workloads
+    shape = (args.prompts, args.prompt_len)
+    tokens = jax.random.randint(jax.random.PRNGKey(args.seed + 1), shape, 1, vocab_size)
+    if args.lengths != "real":
+        return tokens, jnp.ones(shape, jnp.int32), None
+    prompt = workloads.prompt_lengths(args.prompts, args.prompt_len, seed=0)
+    mask = (np.arange(args.prompt_len)[None] >= (args.prompt_len - prompt)[:, None])
+    budgets = workloads.completion_lengths(args.prompts * args.samples, args.new_tokens, seed=0)
+    return (jnp.where(mask, tokens, 0), jnp.asarray(mask, jnp.int32),
+            jnp.asarray(budgets, jnp.int32))
 
 
 def add_sample_parser(subparsers):
@@ -89,6 +121,11 @@ def add_sample_parser(subparsers):
     p.add_argument("--new-tokens", type=int, default=16, help="N, max new tokens")
     p.add_argument("--force-length", action="store_true",
                    help="no stop tokens: every sequence generates exactly N tokens")
+    p.add_argument("--lengths", choices=("stop", "real"), default="stop",
+                   help="stop: rows end at --stop-token (or N); real: at drawn real lengths "
+                        "(rlvr_jax.workloads: prompts and completions), no stop token")
+    p.add_argument("--compact-ratio", type=float, default=-1.0,
+                   help="SamplingConfig.compact_ratio (-1: automatic, 0: off)")
     p.add_argument("--stop-token", type=int, default=0, help="stop token without --force-length")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)

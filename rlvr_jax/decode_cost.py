@@ -16,6 +16,8 @@ table. XLA's GPU cost model charges a fused operand by its utilisation, which
 `bytes_accessed` (the backend's cost model) and `bytes_gather_rows` (the same with each fused
 gather's table charged for the rows it gathers, `fused_gather_overcount`; applied only where
 `cost_model_overcharges_fused_gathers` finds the overcharge); the ratios use them as named.
+On CPU the decode step no longer gathers (`models.decoding._embed` copies its B rows by a loop
+of slices, which the cost model charges by the rows), so there the two agree.
 """
 import functools
 import re
@@ -122,7 +124,7 @@ def _step(mc, prepared, rows: int, new_tokens: int, slots: int) -> Dict[str, flo
     vec = lambda dtype: jax.ShapeDtypeStruct((rows,), dtype)  # noqa: E731
     cols = lambda dtype: jax.ShapeDtypeStruct((rows, new_tokens), dtype)  # noqa: E731
     state = (jax.ShapeDtypeStruct((), jnp.int32), cache, vec(jnp.int32), vec(bool),
-             cols(jnp.int32), cols(jnp.float32), cols(jnp.int32))
+             cols(jnp.int32), cols(jnp.float32), cols(jnp.int32), vec(jnp.int32), None)
     fn = jax.jit(lambda p, s, k: sampling.decode_step(p, s, k, model_config=mc,
                                                       sampling_config=sc), donate_argnums=(1,))
     return _cost(fn.lower(prepared, state, jax.ShapeDtypeStruct((2,), jnp.uint32)).compile())

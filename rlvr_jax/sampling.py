@@ -5,30 +5,29 @@
     rollout = generate(params, prompt_tokens, prompt_mask, rng,
                        model_config=model_config, sampling_config=config)
 
-`generate` is a pure, traceable function (no host callbacks, no shapes that
-depend on values), so a trainer can call it inside its own jitted RL step and
-shard the batch over a mesh through the caller's shardings. `jit_generate` is
-the same function compiled on its own; `sample` is a host-side wrapper that
-checks the prompts' values, pads the prompt length up to a bucket (bounding the
-number of compilations) and calls `jit_generate`.
+`generate` is a pure, traceable function (no host callbacks, no shapes that depend on
+values), so a trainer can call it inside its own jitted RL step and shard the batch over a
+mesh through the caller's shardings. `jit_generate` is the same function compiled on its
+own; `sample` is a host-side wrapper that checks the prompts' values, pads the prompt length
+up to a bucket (bounding the number of compilations) and calls `jit_generate`.
 
 How it runs:
-  1. Prefill: one forward pass over the P left-padded prompts writes their keys
-     and values into a cache of Tp slots; the first new token is sampled from
-     the hidden state of each prompt's last real token.
-  2. The cache is repeated G times along the batch (row `p * G + g` is sample
-     g of prompt p), so no prompt is prefilled G times, and padded with empty
-     slots up to `Tp + N - 1` (enough for N new tokens).
-  3. Decode: a `lax.while_loop` feeds one token per row per step and stops when
-     every row has produced a stop token or N tokens. Finished rows are fed
-     `pad_id`, masked out of attention, until the loop ends.
-  From 128 new tokens on (or with an explicit `cache_window > 0`) decoding runs
-  in phases over a cache that grows by `cache_window` slots per phase, so early
-  steps do not read the empty end of the cache (`auto_cache_window`).
+  1. Prefill: one forward pass over the P left-padded prompts writes their keys and values
+     into a cache of Tp slots; the first new token is sampled from the hidden state of each
+     prompt's last real token.
+  2. The cache is repeated G times along the batch (row `p * G + g` is sample g of prompt
+     p), so no prompt is prefilled G times, and padded with empty slots up to `Tp + N - 1`.
+  3. Decode: a `lax.while_loop` feeds one token per row per step and stops when every row
+     has produced a stop token or N tokens. Finished rows are fed `pad_id`, masked out of
+     attention. From 128 new tokens on (or with `cache_window > 0`) it runs in phases over
+     a cache that grows by `cache_window` slots per phase (`auto_cache_window`).
+  4. Compaction (`compact_ratio`, on from 128 new tokens): once the live rows fit a smaller
+     batch, the loop continues on them only, at the full cache size, each keeping its
+     original row id for its sampling noise and its place in the outputs (`live_rows`).
 
-Log-probs. `Rollout.logprobs` holds log softmax(logits / temperature) of each
-sampled token, *before* top-k / top-p truncation — the definition the trainer
-uses in `rlvr_jax.models.sequence_logprobs(..., temperature=...)`.
+Log-probs. `Rollout.logprobs` holds log softmax(logits / temperature) of each sampled token,
+*before* top-k / top-p truncation — the definition the trainer uses in
+`rlvr_jax.models.sequence_logprobs(..., temperature=...)`.
 """
 import dataclasses
 import math
@@ -39,7 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax.models import decoding
+from rlvr_jax import live_rows
+from rlvr_jax.models import decode_attention, decoding
 from rlvr_jax.models.config import ModelConfig
 # The token-drawing functions live in `token_sampling`; re-exported here.
 from rlvr_jax.token_sampling import (filter_logits, gumbel_noise, sample_tokens,  # noqa: F401
@@ -55,9 +55,9 @@ class SamplingConfig:
     """How to sample completions. Frozen and hashable: a static argument of `jax.jit`.
 
     Attributes:
-      temperature: logits are divided by it before sampling and before the
-        log-probs are taken; must be > 0 (use `greedy=True` for argmax decoding;
-        the log-probs then still use this temperature).
+      temperature: logits are divided by it before sampling and before the log-probs are
+        taken; must be > 0 (`greedy=True` for argmax decoding; the log-probs then still
+        use this temperature).
       top_k: keep only the k most likely tokens (0 = off).
       top_p: nucleus sampling: keep the smallest set of most likely tokens whose
         probability reaches top_p (1.0 = off). Applied after top_k.
@@ -67,16 +67,22 @@ class SamplingConfig:
       num_samples: G, completions per prompt.
       pad_id: token written after a completion ends (and fed to the model).
       cache_dtype: KV-cache dtype (None = the model's compute dtype).
-      cache_window: if > 0, decode in phases whose cache grows by this many
-        slots, so attention reads only about the filled part (one compiled loop
-        body per phase, one cache copy between phases). 0 = one loop over the
-        full cache. None (default) = `auto_cache_window(max_new_tokens)`: four
-        phases from 128 new tokens on, one below.
-      max_length: optional cap on prompt + new tokens (the cache size); longer
-        prompts are rejected by `validate_prompts`.
+      cache_window: if > 0, decode in phases whose cache grows by this many slots, so
+        attention reads only about the filled part (one compiled loop body per phase, one
+        cache copy between phases). 0 = one loop over the full cache. None (default) =
+        `auto_cache_window(max_new_tokens)`: four phases from 128 new tokens on, one below.
+      max_length: optional cap on prompt + new tokens (the cache size); longer prompts are
+        rejected by `validate_prompts`.
       vocab_limit: if 0 < vocab_limit < V, ids >= vocab_limit are never drawn (a model
         whose embedding is padded past its tokenizer's vocabulary); 0 = off.
-    """
+      compact_ratio: r in (0, 1): once the live rows fit in r of the loop's batch
+        (rounded up to a multiple of 8, `live_rows.batch_sizes`), decoding continues on
+        them only; what each row samples does not change. 0 = off (every row is carried
+        until the last one ends). None (default) = `live_rows.auto_ratio(max_new_tokens)`:
+        0.7 from 128 new tokens on, off below.
+      attention_impl: the decode steps' attention (`decoding.forward`), one of
+        `models.decode_attention.IMPLS` ("pallas": a kernel over the valid slots only), or
+        None (default: `decode_attention.default_impl`, "plain" on CPU)."""
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -89,6 +95,8 @@ class SamplingConfig:
     cache_window: Optional[int] = None
     max_length: Optional[int] = None
     vocab_limit: int = 0
+    compact_ratio: Optional[float] = None
+    attention_impl: Optional[str] = None
 
     def __post_init__(self):
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
@@ -119,6 +127,8 @@ class SamplingConfig:
                              f"({self.max_new_tokens})")
         if self.cache_dtype is not None:
             jnp.dtype(self.cache_dtype)  # Raises on unknown names.
+        live_rows.check_ratio(self.compact_ratio)
+        decode_attention.check_impl(self.attention_impl)
 
     def replace(self, **changes) -> "SamplingConfig":
         """A copy with some fields changed (validated again)."""
@@ -144,7 +154,9 @@ class Rollout:
         counts: they are attended to) and after the end. None for single-turn rollouts.
       turn_ids: multi-turn only: [B, N] int32, the model turn each token belongs to (an
         observation belongs to the turn it answers); None for single-turn rollouts.
-    """
+      decode_steps: [B] int32, the loop steps (the first token's included) each row was
+        carried through: its tokens plus the steps it idled after its end, until the loop
+        ended or compaction dropped it (`live_rows.useful_fraction`); None if multi-turn."""
     tokens: jax.Array
     mask: jax.Array
     logprobs: jax.Array
@@ -154,6 +166,7 @@ class Rollout:
     prompt_mask: jax.Array
     loss_mask: Optional[jax.Array] = None
     turn_ids: Optional[jax.Array] = None
+    decode_steps: Optional[jax.Array] = None
 
     @property
     def model_mask(self) -> jax.Array:
@@ -166,8 +179,7 @@ class Rollout:
 
         Completion token n sits at column Tp + n, so
         `sequence_logprobs(params, *rollout.sequences(), ...)[0][:, Tp:]` lines up
-        with `rollout.logprobs`.
-        """
+        with `rollout.logprobs`."""
         return (jnp.concatenate([self.prompt_tokens, self.tokens], axis=1),
                 jnp.concatenate([self.prompt_mask.astype(jnp.int32),
                                  self.mask.astype(jnp.int32)], axis=1))
@@ -175,13 +187,13 @@ class Rollout:
 
 # ----------------------------------------------------------------------------- one step
 
-def _sample(logits, rng, sc: SamplingConfig):
-    """(tokens [B], log-probs [B]) drawn from logits [B, V] as `sc` says."""
+def _sample(logits, rng, sc: SamplingConfig, rows=None):
+    """(tokens [B], log-probs [B]) from logits [B, V] as `sc` says (rows: `gumbel_noise`'s)."""
     if 0 < sc.vocab_limit < logits.shape[-1]:  # Padded ids: never drawn.
         column = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
         logits = jnp.where(column < sc.vocab_limit, logits, jnp.finfo(logits.dtype).min)
     return sample_tokens(logits, rng, temperature=sc.temperature, top_k=sc.top_k,
-                         top_p=sc.top_p, greedy=sc.greedy)
+                         top_p=sc.top_p, greedy=sc.greedy, rows=rows)
 
 
 # ----------------------------------------------------------------------------- input checks
@@ -241,8 +253,7 @@ def validate_prompts(prompt_tokens, prompt_mask, *, model_config: ModelConfig,
     real tokens are aligned to the end (left padding), that token ids are in
     the vocabulary, and that the longest prompt + new tokens fit `max_length`
     and the model's `max_position_embeddings` (columns of pure padding do not
-    count: `sample` trims them).
-    """
+    count: `sample` trims them)."""
     tokens, mask = np.asarray(prompt_tokens), np.asarray(prompt_mask)
     _check_shapes(tokens, mask, model_config, sampling_config, check_total=False)
     real = mask != 0
@@ -282,8 +293,7 @@ def auto_cache_window(max_new_tokens: int) -> int:
 
     Measured (docs/performance.md, issue 18): N = 512, 256 rows, qwen2.5-0.5b on an H100:
     +11% tokens/s with these phases (W = 128); N = 128, 32 rows of the CPU bench model:
-    9-12% faster rollouts. The cost is compile time (one loop body per phase).
-    """
+    9-12% faster rollouts. The cost is compile time (one loop body per phase)."""
     if max_new_tokens < AUTO_WINDOW_MIN_TOKENS:
         return 0
     return -(-(max_new_tokens - 1) // 4)
@@ -319,16 +329,16 @@ def decode_step(prepared, state, step_key, *, model_config: ModelConfig,
 
     Args:
       prepared: `models.decoding.prepare_params(params, model_config)`.
-      state: (t int32 scalar, cache (`decoding.init_cache` layout, B rows), token [B] int32
-        fed this step, done [B] bool, tokens [B, N] int32, logprobs [B, N] float32,
-        mask [B, N] int32).
+      state: (t int32 scalar, cache (`decoding.init_cache` layout, b rows), token [b] int32
+        fed this step, done [b] bool, tokens [b, N] int32, logprobs [b, N] float32,
+        mask [b, N] int32, rows [b] int32 (each row's original id: its noise counter),
+        budgets [b] int32 or None (a row is done after that many tokens)).
       step_key: PRNG key; step t samples with `fold_in(step_key, t)`.
 
     Returns: the next state (same structure). Rows already done are fed `pad_id`, masked
-    out of attention, and get pad / log-prob 0 / mask 0 in column t.
-    """
+    out of attention, and get pad / log-prob 0 / mask 0 in column t."""
     sc, mc = sampling_config, model_config
-    t, cache, tok, done, tokens, logps, masks = state
+    t, cache, tok, done, tokens, logps, masks, rows, budgets = state
     # Tie the weights to the step counter: under a sharded (e.g. FSDP) layout, XLA would
     # otherwise hoist every layer's weight all-gather out of the decode loop and keep the
     # gathered weights of ALL layers alive for the whole rollout (+~0.5 GB per layer and
@@ -337,8 +347,9 @@ def decode_step(prepared, state, step_key, *, model_config: ModelConfig,
     active = ~done
     feed = jnp.where(active, tok, sc.pad_id)
     logits, cache = decoding.forward(prepared, feed[:, None], config=mc, cache=cache,
-                                     attention_mask=active[:, None].astype(jnp.int32))
-    new, logp = _sample(logits[:, 0], jax.random.fold_in(step_key, t), sc)
+                                     attention_mask=active[:, None].astype(jnp.int32),
+                                     attention_impl=sc.attention_impl)
+    new, logp = _sample(logits[:, 0], jax.random.fold_in(step_key, t), sc, rows)
     new = jnp.where(active, new, sc.pad_id)
     logp = jnp.where(active, logp, 0.0)
     tokens = jax.lax.dynamic_update_slice_in_dim(tokens, new[:, None], t, axis=1)
@@ -346,15 +357,16 @@ def decode_step(prepared, state, step_key, *, model_config: ModelConfig,
     masks = jax.lax.dynamic_update_slice_in_dim(
         masks, active[:, None].astype(jnp.int32), t, axis=1)
     done = done | _is_stop(new, sc.stop_token_ids)
-    return t + 1, cache, new, done, tokens, logps, masks
+    if budgets is not None:
+        done = done | (t + 1 >= budgets)
+    return t + 1, cache, new, done, tokens, logps, masks, rows, budgets
 
 
 def _is_stop(tok, stop_token_ids):
     """[B] bool: whether each token is one of `stop_token_ids`."""
     if not stop_token_ids:
         return jnp.zeros(tok.shape, bool)
-    stop_ids = jnp.asarray(stop_token_ids, jnp.int32)
-    return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+    return jnp.any(tok[:, None] == jnp.asarray(stop_token_ids, jnp.int32)[None, :], axis=-1)
 
 
 def prefill(params, prompt_tokens, prompt_mask, *, model_config: ModelConfig,
@@ -363,8 +375,7 @@ def prefill(params, prompt_tokens, prompt_mask, *, model_config: ModelConfig,
     float32 of each prompt's next token, from the hidden state of its last real token).
 
     The layer weights are sliced out of the stacked arrays once, here
-    (`decoding.prepare_params`), not in every decode step.
-    """
+    (`decoding.prepare_params`), not in every decode step."""
     mc, sc = model_config, sampling_config
     p, tp = prompt_tokens.shape
     prepared = decoding.prepare_params(params, mc)
@@ -384,6 +395,7 @@ def generate(
     *,
     model_config: ModelConfig,
     sampling_config: SamplingConfig,
+    budgets: Optional[jax.Array] = None,
 ) -> Rollout:
     """Samples G completions for each of P prompts; traceable under an outer `jax.jit`.
 
@@ -395,21 +407,21 @@ def generate(
       rng: PRNG key; the same key gives the same rollout.
       model_config: the model's config (static).
       sampling_config: a `SamplingConfig` (static).
+      budgets: optional [B] int32 per-row token budgets in [1, N]: row r ends after
+        budgets[r] tokens unless a stop token ends it first (`finished` stays False);
+        what it samples up to there does not change. The real-length benchmarks use it.
 
     Returns:
-      A `Rollout` with B = P * G rows and N = max_new_tokens columns.
-    """
+      A `Rollout` with B = P * G rows and N = max_new_tokens columns."""
     _check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
     sc, mc = sampling_config, model_config
     g, n = sc.num_samples, sc.max_new_tokens
     p, tp = prompt_tokens.shape
     b = p * g
+    if budgets is not None and tuple(budgets.shape) != (b,):
+        raise ValueError(f"budgets must be [B] = [{b}], got shape {tuple(budgets.shape)}")
     prompt_tokens = prompt_tokens.astype(jnp.int32)
     prompt_mask = (prompt_mask != 0).astype(jnp.int32)
-    phases = _cache_phases(tp, n, cache_window_of(sc))
-
-    def is_stop(tok):
-        return _is_stop(tok, sc.stop_token_ids)
 
     # 1. Prefill the P prompts once into a cache of exactly Tp slots (the decode loop
     #    grows it), and take the hidden state at each prompt's last real token.
@@ -420,34 +432,39 @@ def generate(
     def repeat(x, axis):
         return jnp.repeat(x, g, axis=axis) if g > 1 else x
 
-    first_logits = repeat(first_logits, 0)
     rngs = jax.random.split(rng, 2)
-    tok, logp = _sample(first_logits, rngs[0], sc)
-    done = is_stop(tok)
-    tokens = jnp.full((b, n), sc.pad_id, jnp.int32).at[:, 0].set(tok)
-    logps = jnp.zeros((b, n), jnp.float32).at[:, 0].set(logp)
-    masks = jnp.zeros((b, n), jnp.int32).at[:, 0].set(1)
-    step_key = rngs[1]
+    tok, logp = _sample(repeat(first_logits, 0), rngs[0], sc)
+    done = _is_stop(tok, sc.stop_token_ids)
+    if budgets is not None:
+        budgets = budgets.astype(jnp.int32)
+        done = done | (budgets <= 1)
+    state = (jnp.ones((), jnp.int32), cache, tok, done,
+             jnp.full((b, n), sc.pad_id, jnp.int32).at[:, 0].set(tok),
+             jnp.zeros((b, n), jnp.float32).at[:, 0].set(logp),
+             jnp.zeros((b, n), jnp.int32).at[:, 0].set(1), jnp.arange(b, dtype=jnp.int32),
+             budgets)
 
     # 3. Decode: step t feeds token t - 1 (slot Tp + t - 1) and samples token t.
+    tokens, logps, masks, done, steps = _decode(prepared, state, rngs[1], g, tp, mc, sc)
+    lengths = jnp.sum(masks, axis=1, dtype=jnp.int32)
+    if budgets is not None:  # A stop token, not the budget, ended the finished rows.
+        last = jnp.take_along_axis(tokens, jnp.maximum(lengths - 1, 0)[:, None], axis=1)
+        done = _is_stop(last[:, 0], sc.stop_token_ids)
+    return Rollout(tokens=tokens, mask=masks, logprobs=logps, lengths=lengths, finished=done,
+                   prompt_tokens=repeat(prompt_tokens, 0), prompt_mask=repeat(prompt_mask, 0),
+                   decode_steps=steps)
+
+
+def _decode(prepared, state, step_key, g: int, tp: int, mc: ModelConfig, sc: SamplingConfig):
+    """The decode loop (`live_rows.decode`) with `decode_step` as its body."""
     def body(state):
         return decode_step(prepared, state, step_key, model_config=mc, sampling_config=sc)
 
-    state = (jnp.ones((), jnp.int32), cache, tok, done, tokens, logps, masks)
-    for i, size in enumerate(phases):
-        grown = decoding.resize_cache(state[1], size, repeats=g if i == 0 else 1)
-        state = (state[0], grown) + state[2:]
-        limit = min(n, size - tp + 1)  # Steps t < limit fit in a cache of `size` slots.
-
-        def cond(state, limit=limit):
-            return (state[0] < limit) & ~jnp.all(state[3])
-
-        state = jax.lax.while_loop(cond, body, state)
-    _, _, _, done, tokens, logps, masks = state
-
-    return Rollout(tokens=tokens, mask=masks, logprobs=logps,
-                   lengths=jnp.sum(masks, axis=1, dtype=jnp.int32), finished=done,
-                   prompt_tokens=repeat(prompt_tokens, 0), prompt_mask=repeat(prompt_mask, 0))
+    n = sc.max_new_tokens
+    phases = tuple((size, min(n, size - tp + 1))  # Steps t < size - Tp + 1 fit `size` slots.
+                   for size in _cache_phases(tp, n, cache_window_of(sc)))
+    sizes = live_rows.batch_sizes(state[3].shape[0], live_rows.ratio_of(sc))
+    return live_rows.decode(body, state, phases, sizes, g)
 
 
 jit_generate = jax.jit(generate, static_argnames=("model_config", "sampling_config"))
@@ -468,8 +485,7 @@ def sample(
 
     Prompts are left-padded further, up to `bucket_length(Tp, buckets)` (capped
     by `max_length - max_new_tokens`), so varying prompt lengths reuse a few
-    compiled programs. `buckets=None` keeps Tp as given.
-    """
+    compiled programs. `buckets=None` keeps Tp as given."""
     validate_prompts(prompt_tokens, prompt_mask, model_config=model_config,
                      sampling_config=sampling_config)
     tokens, mask = np.asarray(prompt_tokens), np.asarray(prompt_mask)

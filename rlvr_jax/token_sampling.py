@@ -4,7 +4,7 @@ sampling with its own elementwise Threefry noise, and the sampled token's log-pr
 `rlvr_jax.sampling` re-exports the public functions (`sample_tokens`, `filter_logits`,
 `truncated_support`, `gumbel_noise`).
 """
-from typing import Tuple
+from typing import Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -58,9 +58,12 @@ def _key_words(rng):
     return words[0], words[1]
 
 
-def gumbel_noise(rng: jax.Array, shape: Tuple[int, int]) -> jax.Array:
+def gumbel_noise(rng: jax.Array, shape: Tuple[int, int], rows: Optional[jax.Array] = None
+                 ) -> jax.Array:
     """[B, K] float32 standard Gumbel noise: Threefry-2x32 (20 rounds) of the counter
-    (row, column) under the key, written out elementwise.
+    (row, column) under the key, written out elementwise. `rows` ([B] int32, default
+    0 … B - 1) are the rows' counters: a row keeps its noise when the batch around it is
+    compacted (`sampling.generate` passes the original row ids).
 
     `jax.random.gumbel` computes the same kind of bits, but its CPU lowering runs the
     rounds as a loop over [B, K] buffers (~15 bytes moved per element). Written
@@ -69,7 +72,10 @@ def gumbel_noise(rng: jax.Array, shape: Tuple[int, int]) -> jax.Array:
     """
     k0, k1 = _key_words(rng)
     ks = (k0, k1, k0 ^ k1 ^ jnp.uint32(0x1BD11BDA))
-    x0 = jax.lax.broadcasted_iota(jnp.uint32, shape, 0) + ks[0]
+    if rows is None:
+        x0 = jax.lax.broadcasted_iota(jnp.uint32, shape, 0) + ks[0]
+    else:
+        x0 = jnp.broadcast_to(rows.astype(jnp.uint32)[:, None], shape) + ks[0]
     x1 = jax.lax.broadcasted_iota(jnp.uint32, shape, 1) + ks[1]
     rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
     for i in range(5):
@@ -86,9 +92,10 @@ def gumbel_noise(rng: jax.Array, shape: Tuple[int, int]) -> jax.Array:
     return -jnp.log(-jnp.log(u))
 
 
-def _categorical(rng, logits):
+def _categorical(rng, logits, rows=None):
     """[B] int32 draws from softmax(logits [B, K]) by Gumbel-max (no sort)."""
-    return jnp.argmax(logits + gumbel_noise(rng, logits.shape), axis=-1).astype(jnp.int32)
+    return jnp.argmax(logits + gumbel_noise(rng, logits.shape, rows),
+                      axis=-1).astype(jnp.int32)
 
 
 def sample_tokens(
@@ -99,6 +106,7 @@ def sample_tokens(
     top_k: int = 0,
     top_p: float = 1.0,
     greedy: bool = False,
+    rows: Optional[jax.Array] = None,
 ) -> Tuple[jax.Array, jax.Array]:
     """Samples one token per row and returns its untruncated log-prob.
 
@@ -112,6 +120,7 @@ def sample_tokens(
       temperature: > 0; the log-prob is log softmax(logits / temperature).
       top_k, top_p: as in `truncated_support` (ignored when greedy).
       greedy: argmax instead of sampling.
+      rows: [B] int32 counters of the rows' noise (`gumbel_noise`); default 0 … B - 1.
 
     Returns:
       (tokens [B] int32, logprobs [B] float32).
@@ -120,9 +129,9 @@ def sample_tokens(
     if greedy:
         return _argmax_and_logprob(scaled, scaled)
     if top_k <= 0 and top_p >= 1.0:
-        return _argmax_and_logprob(scaled, scaled + gumbel_noise(rng, scaled.shape))
+        return _argmax_and_logprob(scaled, scaled + gumbel_noise(rng, scaled.shape, rows))
     values, ids = truncated_support(scaled, top_k=top_k, top_p=top_p)
-    choice = _categorical(rng, values)
+    choice = _categorical(rng, values, rows)
     tokens = jnp.take_along_axis(ids, choice[:, None], axis=-1)[:, 0]
     # The chosen logit as a masked sum (one fused pass; a gather would re-read [B, V]).
     column = jax.lax.broadcasted_iota(jnp.int32, scaled.shape, 1)

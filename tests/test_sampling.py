@@ -3,6 +3,7 @@
 Every `generate` configuration costs one compilation (several seconds on CPU),
 so the model-level tests share a few module-scoped rollouts.
 """
+import json
 import math
 
 import jax
@@ -10,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax import sampling
+from rlvr_jax import live_rows, sampling
 from rlvr_jax.models import sequence_logprobs, transformer
 from rlvr_jax.sampling import SamplingConfig
 
@@ -164,6 +165,42 @@ def test_automatic_phases_sample_what_one_phase_samples(tiny_params, tiny_config
     np.testing.assert_array_equal(phased.tokens, single.tokens)
     np.testing.assert_array_equal(phased.mask, single.mask)
     numerics.assert_forward_close(phased.logprobs, single.logprobs, tiny_config, 6 + 128)
+
+
+def test_compaction_batch_sizes():
+    """Multiples of 8 shrinking by the ratio down to 8; off at 0 and for small batches."""
+    assert live_rows.batch_sizes(256, 0.7) == (256, 184, 136, 96, 72, 56, 40, 32, 24, 16, 8)
+    assert live_rows.batch_sizes(32, 0.5) == (32, 16, 8)
+    assert live_rows.batch_sizes(256, 0.0) == (256,) and live_rows.batch_sizes(12, 0.5) == (12,)
+    assert live_rows.ratio_of(SamplingConfig(max_new_tokens=127)) == 0.0
+    assert live_rows.ratio_of(SamplingConfig(max_new_tokens=128)) == live_rows.AUTO_RATIO
+
+
+def test_compaction_samples_what_every_row_would_have_sampled(tiny_params, tiny_config):
+    """32 rows with per-row budgets and stop tokens (top-k + top-p, two cache phases): the
+    loop continuing on its live rows at 16 then 8 rows gives every row the tokens, mask and
+    `finished` of the loop that carries all 32 to the end (each row keeps its noise by its
+    original id), with fewer row-steps. Log-probs: the same float32 forward with a different
+    batch in the dots (accumulation order), so equal within a forward's reordering bound."""
+    p, g, n = 4, 8, 16
+    prompts = np.random.default_rng(0).integers(1, tiny_config.vocab_size, (p, 6))
+    budgets = jnp.asarray(np.random.default_rng(1).integers(1, n + 1, p * g), jnp.int32)
+    sc = SamplingConfig(temperature=0.9, top_k=20, top_p=0.9, max_new_tokens=n, num_samples=g,
+                        stop_token_ids=tuple(range(1, 128, 16)), cache_window=8,
+                        compact_ratio=0.5)
+    run = lambda c: sampling.jit_generate(  # noqa: E731
+        tiny_params, jnp.asarray(prompts, jnp.int32), jnp.ones((p, 6), jnp.int32),
+        jax.random.PRNGKey(3), model_config=tiny_config, sampling_config=c, budgets=budgets)
+    compact, full = run(sc), run(sc.replace(compact_ratio=0.0))
+    for name in ("tokens", "mask", "lengths", "finished"):
+        np.testing.assert_array_equal(getattr(compact, name), getattr(full, name))
+    numerics.assert_forward_close(compact.logprobs, full.logprobs, tiny_config, 6 + n)
+    lengths, stopped = np.asarray(full.lengths), np.asarray(full.finished)
+    assert (lengths[~stopped] == np.asarray(budgets)[~stopped]).all()  # Ended by the budget.
+    assert (lengths[stopped] <= np.asarray(budgets)[stopped]).all() and 0 < stopped.sum() < p * g
+    assert (np.asarray(full.decode_steps) == lengths.max()).all()  # Carried to the end.
+    assert np.asarray(compact.decode_steps).sum() < np.asarray(full.decode_steps).sum()
+    assert live_rows.useful_fraction(compact) > live_rows.useful_fraction(full)
 
 
 def test_stop_token_ends_the_sequence(tiny_params, tiny_config, greedy_rollout, greedy_config):
@@ -334,7 +371,8 @@ def test_vocab_limit_never_draws_ids_past_it(greedy):
                                     dict(cache_window=-1), dict(cache_window=1.5),
                                     dict(cache_window=True), dict(stop_token_ids=(-3,)),
                                     dict(max_length=8, max_new_tokens=8),
-                                    dict(cache_dtype="notatype"), dict(vocab_limit=-1)])
+                                    dict(cache_dtype="notatype"), dict(vocab_limit=-1),
+                                    dict(compact_ratio=1.0), dict(compact_ratio=-0.5)])
 def test_bad_sampling_config_raises(kwargs):
     with pytest.raises((ValueError, TypeError)):
         SamplingConfig(**kwargs)
@@ -462,3 +500,16 @@ def test_decode_step_bytes_stay_near_their_minimum(tiny_config):
                                  new_tokens=24, step=8)
     assert cost["bytes_accessed"] <= 1.1 * DECODE_STEP_BYTES, cost
     assert cost["bytes_accessed"] <= 2.0 * cost["minimum_bytes"], cost
+
+
+def test_sample_benchmark_at_real_lengths_stops_each_row_at_its_drawn_length(capsys):
+    """`benchmark.py sample --lengths real`: rows end at `workloads.completion_lengths`, and
+    the useful fraction is reported (16 rows, compacted to 8 once at most 8 are live)."""
+    from rlvr_jax import benchmarks, workloads
+    benchmarks.main(["sample", "--preset", "tiny", "--prompts", "2", "--samples", "8",
+                     "--prompt-len", "8", "--new-tokens", "32", "--lengths", "real",
+                     "--compact-ratio", "0.5", "--repeats", "1"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["generated_tokens"] == int(workloads.completion_lengths(16, 32, seed=0).sum())
+    assert out["batch_sizes"] == [16, 8] and 0 < out["useful_fraction"] <= 1
+    assert out["real_tokens_per_s"] == out["tokens_per_s"] > 0

@@ -28,6 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rlvr_jax.models import decode_attention
 from rlvr_jax.models.config import ModelConfig
 
 Cache = Dict[str, Any]
@@ -100,8 +101,11 @@ def _rms_norm(x, scale, eps):
     return (y * scale).astype(x.dtype)
 
 
-def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig):
-    """One layer's attention over its cache; returns (out [B, T, D], new k, new v)."""
+def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, impl):
+    """One layer's attention over its cache; returns (out [B, T, D], new k, new v). A decode
+    step (T = 1, `mask` = (cache mask [B, S], first valid slot [B])) runs `decode_attention`
+    with `impl`; otherwise (`impl` "grouped") `mask` is the [B, 1, 1, T, S] attention mask
+    of `transformer.grouped_attention`."""
     from rlvr_jax.models import transformer  # The shared RoPE helpers.
 
     def proj(name, axis):
@@ -126,15 +130,20 @@ def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig
         return nn.with_logical_constraint(out, CACHE_AXES)
 
     k_cache, v_cache = write(k_cache, k), write(v_cache, v)
-    out = transformer.grouped_attention(q, k_cache, v_cache, mask, cfg, kv_layout="bnsk")
+    if impl != "grouped":
+        kv_mask, start = mask
+        out = decode_attention.decode_attention(q[:, 0], k_cache, v_cache, kv_mask, start,
+                                                index + 1, cfg, impl=impl)[:, None]
+    else:
+        out = transformer.grouped_attention(q, k_cache, v_cache, mask, cfg, kv_layout="bnsk")
     return jnp.einsum("bthk,hkd->btd", out, lp["o_kernel"]), k_cache, v_cache
 
 
-def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig):
+def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, impl):
     """One pre-norm layer (as `transformer.Block`); returns (x, new k, new v)."""
     h, k_cache, v_cache = _attention(lp["attn"], _rms_norm(x, lp["input_norm"]["scale"],
                                                            cfg.norm_eps),
-                                     positions, k_cache, v_cache, mask, index, cfg)
+                                     positions, k_cache, v_cache, mask, index, cfg, impl)
     x = x + h
     m = lp["mlp"]
     y = _rms_norm(x, lp["post_attn_norm"]["scale"], cfg.norm_eps)
@@ -142,6 +151,27 @@ def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig):
     h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
     x = x + h @ m["down_kernel"]
     return nn.with_logical_constraint(x, ("batch", "length", "embed")), k_cache, v_cache
+
+
+_EMBED_UNROLL = 8  # Rows copied per loop iteration (fewer host-side iterations).
+
+
+def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
+    """The rows of table [V, D] at tokens [B, T] -> [B, T, D]. A decode step (T = 1) on CPU
+    copies its B rows in a loop of dynamic slices (same values): XLA's CPU cost model charges
+    a gather fused into its consumer as a read of the whole table (`rlvr_jax.decode_cost`:
+    the whole [V, D] embedding per step), a loop of slices for the rows it reads."""
+    if tokens.shape[1] != 1 or jax.default_backend() != "cpu":
+        return jnp.take(table, tokens, axis=0)
+    ids = tokens[:, 0]
+
+    def copy_row(r, out):
+        row = jax.lax.dynamic_slice_in_dim(table, ids[r], 1, axis=0)
+        return jax.lax.dynamic_update_slice_in_dim(out, row, r, axis=0)
+
+    rows = jnp.zeros((ids.shape[0], table.shape[1]), table.dtype)
+    unroll = _EMBED_UNROLL if ids.shape[0] % _EMBED_UNROLL == 0 else 1
+    return jax.lax.fori_loop(0, ids.shape[0], copy_row, rows, unroll=unroll)[:, None]
 
 
 def logits_from_hidden(prepared: Prepared, hidden: jax.Array, config: ModelConfig) -> jax.Array:
@@ -160,6 +190,7 @@ def forward(
     attention_mask: Optional[jax.Array] = None,
     positions: Optional[jax.Array] = None,
     return_hidden: bool = False,
+    attention_impl: Optional[str] = None,
 ) -> Tuple[jax.Array, Cache]:
     """Runs T new tokens against the cache (prefill: T = Tp; decode: T = 1).
 
@@ -172,6 +203,10 @@ def forward(
         not advance RoPE positions). Default: all real.
       positions: [B, T] RoPE positions; default `transformer.default_positions`.
       return_hidden: return the final-norm hidden states [B, T, D] instead of logits.
+      attention_impl: a decode step's (T = 1) attention, one of `decode_attention.IMPLS`
+        ("grouped", "plain", "pallas": the kernel over the valid slots only, "interpret":
+        it in Pallas interpret mode, for CPU tests) or None (`decode_attention.default_impl`:
+        "plain" on CPU). Prefill (T > 1) always runs "grouped".
 
     Returns:
       (logits [B, T, V] float32 or hidden [B, T, D], the updated cache).
@@ -189,13 +224,19 @@ def forward(
     q_slots = jnp.broadcast_to((index + jnp.arange(t, dtype=jnp.int32))[None], tokens.shape)
     kv_slots = jnp.broadcast_to(jnp.arange(kv_mask.shape[1], dtype=jnp.int32)[None],
                                 kv_mask.shape)
-    mask = transformer.attention_mask_from(segment_ids, kv_mask, q_slots, kv_slots)
+    impl = decode_attention.default_impl() if attention_impl is None else attention_impl
+    decode_attention.check_impl(impl)
+    if t == 1 and impl != "grouped":  # Valid: the cache mask from the row's first slot.
+        mask = (kv_mask, jnp.argmax(kv_mask != 0, axis=1).astype(jnp.int32))
+    else:
+        impl, mask = "grouped", transformer.attention_mask_from(segment_ids, kv_mask, q_slots,
+                                                                  kv_slots)
 
-    x = jnp.take(prepared["embed"], tokens, axis=0).astype(cfg.compute_dtype)
+    x = _embed(prepared["embed"], tokens).astype(cfg.compute_dtype)
     x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
     ks, vs = [], []
     for lp, k_cache, v_cache in zip(prepared["layers"], cache["k"], cache["v"]):
-        x, k_cache, v_cache = _block(lp, x, positions, k_cache, v_cache, mask, index, cfg)
+        x, k_cache, v_cache = _block(lp, x, positions, k_cache, v_cache, mask, index, cfg, impl)
         ks.append(k_cache)
         vs.append(v_cache)
     x = _rms_norm(x, prepared["final_norm"], cfg.norm_eps)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_jax import advantages as adv_lib
-from rlvr_jax import sampling
+from rlvr_jax import live_rows, sampling
 from rlvr_jax.numerics import masked_mean, masked_stats
 
 Metrics = Dict[str, jax.Array]
@@ -31,6 +31,8 @@ def rollout_metrics(rollout: sampling.Rollout, rewards: jax.Array, valid: jax.Ar
         "rollout/response_length_max": jnp.max(lengths),
         "rollout/truncation_rate": jnp.mean((~rollout.finished).astype(jnp.float32)),
     })
+    if rollout.decode_steps is not None:  # Completion tokens / decode row-steps run.
+        metrics["rollout/useful_fraction"] = live_rows.useful_fraction(rollout)
     return metrics
 
 

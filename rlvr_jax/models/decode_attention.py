@@ -1,0 +1,158 @@
+"""Decode attention over the valid slots only: flash-decoding in Pallas, or the plain path.
+
+One decode step (T = 1) attends each row's H query heads to its KV cache `[B, Hkv, S, Dh]`.
+Row b's valid slots lie in [start_b, end): its left-padded prompt begins at slot start_b and
+every row has written up to the shared cache index (`end`); inside that range the cache mask
+drops the slots a finished row was fed padding into. Three implementations:
+
+  * "grouped": the training forward's `transformer.grouped_attention` over all S slots
+    (scores [B, Hkv, G, 1, S]; XLA's CPU backend transposes them around the softmax);
+  * "plain": the same math over all S slots laid out for one decode token: scores
+    [B, Hkv, S, G] straight out of the dot, the softmax's max and exp along S in place and
+    its normalisation applied to the [B, Hkv, G, Dh] output: fewer passes over the float32
+    scores (a qwen2.5-0.5b rollout of 256 rows × 512 tokens by the CPU cost model: 1.70× ->
+    1.61× its byte minimum; docs/performance.md, issue 52);
+  * "pallas": the kernel below; "interpret": it in Pallas interpret mode (CPU tests).
+
+The Pallas kernel (`impl="pallas"`) runs one program per (row, KV head) that
+walks only the blocks of `block` slots overlapping [start_b, end), with an online softmax
+(float32 running max, sum and output), so a step reads about the valid K/V whatever the
+cache's capacity; the program serves the H / Hkv query heads of its group (GQA) from one read
+of the group's K/V.
+
+    out = decode_attention(q, k, v, mask, start, end, config, impl="pallas", interpret=True)
+
+`default_impl`: "plain" on CPU, "grouped" elsewhere (the GPU/TPU decode path is unchanged: the
+kernel is tested on CPU in interpret mode only, and has not been run on a GPU or TPU here).
+"""
+import functools
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+from rlvr_jax.models.config import ModelConfig
+
+_NEG_INF = -1e30  # Finite: a block with no valid slot must not turn the running max into NaN.
+
+
+def default_impl(backend: Optional[str] = None) -> str:
+    """The implementation `impl=None` stands for on `backend` (default: JAX's): "plain" on
+    CPU, "grouped" elsewhere (until the kernel is measured on a device)."""
+    return "plain" if (backend or jax.default_backend()) == "cpu" else "grouped"
+
+
+IMPLS = ("grouped", "plain", "pallas", "interpret")
+
+
+def check_impl(impl: Optional[str]) -> None:
+    """Raises ValueError unless `impl` is None or one of `IMPLS` (a decode step's attention:
+    the plain path, the Pallas kernel, or the kernel in interpret mode)."""
+    if impl is not None and impl not in IMPLS:
+        raise ValueError(f"attention_impl must be None or one of {IMPLS}, got {impl!r}")
+
+
+def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig, *,
+                     impl: Optional[str] = None, block: int = 128, interpret: bool = False):
+    """Attention of one new token per row over its valid cache slots.
+
+    Args:
+      q: [B, H, Dh] queries (RoPE applied).
+      k_cache, v_cache: [B, Hkv, S, Dh].
+      mask: [B, S], nonzero where a slot holds a real token.
+      start: [B] int32, the row's first valid slot; end: int32 scalar, one past the last
+        written slot (slots >= end are never read).
+      config: the model's config (heads, head_dim, compute dtype).
+      impl: one of `IMPLS`, or None (`default_impl()`).
+      block: slots per kernel block (capped at S).
+      interpret: run the Pallas kernel in interpret mode (CPU tests).
+
+    Returns: [B, H, Dh] in the compute dtype.
+    """
+    impl = default_impl() if impl is None else impl
+    check_impl(impl)
+    if impl in ("pallas", "interpret"):
+        return _pallas(q, k_cache, v_cache, mask, start, end, config,
+                       min(block, k_cache.shape[2]), interpret or impl == "interpret")
+    slots = jnp.arange(k_cache.shape[2], dtype=jnp.int32)[None]
+    valid = (mask != 0) & (slots >= start[:, None]) & (slots < end)
+    if impl == "plain":
+        return plain(q, k_cache, v_cache, valid, config)
+    from rlvr_jax.models import transformer
+    out = transformer.grouped_attention(q[:, None], k_cache, v_cache,
+                                        valid[:, None, None, None, :], config, kv_layout="bnsk")
+    return out[:, 0]
+
+
+def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
+    """The "plain" decode attention: q [B, H, Dh] over k/v [B, Hkv, S, Dh] where valid
+    [B, S] (bool); returns [B, H, Dh] in the compute dtype. Rows with no valid slot get a
+    uniform average (as `transformer.grouped_attention`)."""
+    dt = cfg.compute_dtype
+    b, h, dh = q.shape
+    hkv = k_cache.shape[1]
+    qg = (q.astype(jnp.float32) * dh ** -0.5).astype(dt).reshape(b, hkv, h // hkv, dh)
+    scores = jnp.einsum("bnsk,bngk->bnsg", k_cache.astype(dt), qg,
+                        preferred_element_type=jnp.float32)
+    scores = jnp.where(valid[:, None, :, None], scores, _NEG_INF)
+    top = jnp.max(scores, axis=2, keepdims=True)
+    weights = jnp.exp(scores - top)
+    total = jnp.sum(weights, axis=2)  # [B, Hkv, G]
+    out = jnp.einsum("bnsg,bnsk->bngk", weights.astype(dt), v_cache.astype(dt),
+                     preferred_element_type=jnp.float32)
+    return (out / total[..., None]).astype(dt).reshape(b, h, dh)
+
+
+def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, interpret):
+    b, h, dh = q.shape
+    hkv, s = k_cache.shape[1], k_cache.shape[2]
+    g = h // hkv
+    bounds = jnp.stack([start.astype(jnp.int32),
+                        jnp.broadcast_to(jnp.asarray(end, jnp.int32), (b,))], axis=1)  # [B, 2]
+    kernel = functools.partial(_kernel, block=block, slots=s, scale=dh ** -0.5)
+    kv_spec = pl.BlockSpec((None, None, s, dh), lambda i, n: (i, n, 0, 0))
+    out = pl.pallas_call(
+        kernel,
+        grid=(b, hkv),
+        in_specs=[pl.BlockSpec((None, 2), lambda i, n: (i, 0)),
+                  pl.BlockSpec((None, None, g, dh), lambda i, n: (i, n, 0, 0)),
+                  kv_spec, kv_spec,
+                  pl.BlockSpec((None, s), lambda i, n: (i, 0))],
+        out_specs=pl.BlockSpec((None, None, g, dh), lambda i, n: (i, n, 0, 0)),
+        out_shape=jax.ShapeDtypeStruct((b, hkv, g, dh), cfg.compute_dtype),
+        interpret=interpret,
+    )(bounds, q.reshape(b, hkv, g, dh), k_cache, v_cache, mask.astype(jnp.int32))
+    return out.reshape(b, h, dh)
+
+
+def _kernel(bounds_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, *, block, slots, scale):
+    """One (row, KV head): q [G, Dh] against the blocks of K/V [S, Dh] that overlap
+    [start, end); the last block is shifted back to end at S (its slots before the block's
+    nominal start, already seen, are masked)."""
+    start, end = bounds_ref[0], bounds_ref[1]
+    q = q_ref[...].astype(jnp.float32) * scale
+    g, dh = q.shape
+
+    def body(i, carry):
+        m, l, acc = carry
+        nominal = i * block
+        base = jnp.minimum(nominal, slots - block)
+        k = k_ref[pl.ds(base, block), :].astype(jnp.float32)
+        v = v_ref[pl.ds(base, block), :].astype(jnp.float32)
+        slot = base + jax.lax.broadcasted_iota(jnp.int32, (1, block), 1)
+        valid = ((mask_ref[pl.ds(base, block)][None] != 0) & (slot >= nominal)
+                 & (slot >= start) & (slot < end))
+        scores = jnp.where(valid, jax.lax.dot_general(
+            q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32), _NEG_INF)
+        m_new = jnp.maximum(m, jnp.max(scores, axis=1, keepdims=True))
+        p = jnp.where(valid, jnp.exp(scores - m_new), 0.0)
+        alpha = jnp.exp(m - m_new)
+        acc = acc * alpha + jax.lax.dot_general(p, v, (((1,), (0,)), ((), ())),
+                                                preferred_element_type=jnp.float32)
+        return m_new, l * alpha + jnp.sum(p, axis=1, keepdims=True), acc
+
+    init = (jnp.full((g, 1), _NEG_INF, jnp.float32), jnp.zeros((g, 1), jnp.float32),
+            jnp.zeros((g, dh), jnp.float32))
+    _, l, acc = jax.lax.fori_loop(start // block, pl.cdiv(end, block), body, init)
+    o_ref[...] = (acc / jnp.maximum(l, 1e-30)).astype(o_ref.dtype)
