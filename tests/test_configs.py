@@ -389,3 +389,14 @@ def test_multiturn_config_builds_and_replays_its_traces(name):
     pmask2 = np.concatenate([pmask[i:i + 1], pmask[1:]])
     with pytest.raises(build.ConfigError, match="env.name: the warm-up solution"):
         loop.warmup_loss_mask(env, tokenizer, pb2, pmask2, comp2, cmask2)
+
+
+def test_decode_settings_reach_the_sampling_config():
+    from rlvr_jax.train.config import default_config
+    config = default_config()
+    tok = load_tokenizer(config.tokenizer)
+    auto = build.sampling_config(config, tok)
+    assert auto.compact_ratio is None and auto.attention_impl is None  # -1 and "": automatic
+    config.sampling.compact_ratio, config.sampling.decode_attention = 0.5, "plain"
+    chosen = build.sampling_config(config, tok)
+    assert chosen.compact_ratio == 0.5 and chosen.attention_impl == "plain"

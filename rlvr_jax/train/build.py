@@ -322,6 +322,8 @@ def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
         max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,),
         num_samples=config.rl.num_samples, pad_id=tokenizer.pad_id,
         cache_window=sampling.cache_window_setting(s.cache_window),
+        compact_ratio=None if s.get("compact_ratio", -1.0) == -1 else s.compact_ratio,
+        attention_impl=s.get("decode_attention", "") or None,
         vocab_limit=tokenizer.vocab_size)  # Ids the tokenizer cannot decode: never drawn.
 
 

@@ -127,6 +127,12 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     #                                  (reads less of the unfilled cache; one compiled loop per
     #                                  phase). -1: automatic (4 phases from 128 new tokens on,
     #                                  sampling.auto_cache_window); 0: one phase.
+    c.sampling.compact_ratio = -1.0  # Once the live rows fit in this fraction of the batch,
+    #                                  decode them only (what each row samples is unchanged).
+    #                                  -1: automatic (0.7 from 128 new tokens on); 0: off.
+    c.sampling.decode_attention = ""  # Decode steps' attention: "" by backend (plain on CPU,
+    #                                  grouped else) | grouped | plain | pallas (a kernel over
+    #                                  the valid slots; not yet measured on a GPU).
 
     c.env = ml_collections.ConfigDict()  # Multi-turn episodes with an on-device tool
     #                                  (docs/multiturn.md); needs an on-device verifier.

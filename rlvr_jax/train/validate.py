@@ -16,6 +16,7 @@ from typing import Iterator
 
 from rlvr_jax import multiturn, sampling, sharding, tasks
 from rlvr_jax.models import config as model_config_lib
+from rlvr_jax.models import decode_attention
 from rlvr_jax.models import presets
 from rlvr_jax.train import algorithms
 from rlvr_jax.train import rl_config as rl_config_lib
@@ -205,6 +206,13 @@ def _check_sampling(config) -> None:
         sampling.cache_window_setting(s.cache_window)
     except ValueError as e:
         _fail("sampling.cache_window", str(e))
+    ratio = s.get("compact_ratio", -1.0)
+    if ratio != -1 and not 0 <= ratio < 1:
+        _fail("sampling.compact_ratio", f"must be -1 (automatic), 0 (off) or in (0, 1); "
+              f"got {ratio}")
+    if s.get("decode_attention", "") not in ("",) + decode_attention.IMPLS:
+        _fail("sampling.decode_attention", f"must be \"\" (by backend) or one of "
+              f"{', '.join(decode_attention.IMPLS)}; got {s.decode_attention!r}")
     if s.decode_rules and s.decode_rules not in sharding.RULE_PRESETS:
         _fail("sampling.decode_rules", f"unknown rules preset {s.decode_rules!r}; known: "
               f"{', '.join(sorted(sharding.RULE_PRESETS))} (or \"\")")
