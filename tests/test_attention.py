@@ -48,9 +48,8 @@ def _chain(block):
 
 
 def test_auto_picks_by_backend():
-    assert [attention.resolve("auto", b, devices=1) for b in ("cpu", "gpu", "tpu")] == [
+    assert [attention.resolve("auto", b) for b in ("cpu", "gpu", "tpu")] == [
         "xla", "pallas_gpu", "splash"]
-    assert attention.resolve("auto", "gpu", devices=8) == "xla"  # Pallas calls are unsharded.
     assert attention.resolve("splash", "cpu") == "splash"
     with pytest.raises(ValueError, match="attention"):
         ModelConfig(attention="flash")
@@ -80,6 +79,30 @@ def test_kernel_forward_and_gradients_match_the_plain_path(implementation):
         mask = real[:, :, None, None]
         np.testing.assert_allclose(np.asarray(a) * mask, np.asarray(b) * mask, rtol=0,
                                    atol=numerics.reorder_atol(2 * _chain(block) + T, size))
+
+
+def test_kernel_runs_on_each_device_shard_under_a_mesh():
+    """Under `sharding.activate` (rows over fsdp, heads over tensor) the kernel runs on each
+    device's rows and heads: no collective in the program, and the plain path's values."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from rlvr_jax import sharding
+    mesh = sharding.make_mesh({"data": 1, "fsdp": 2, "tensor": 4})
+    q, k, v, _ = _inputs()
+    fused = jax.jit(lambda q, k, v, s: attention.fused_attention(
+        q, k, v, s, implementation="pallas_gpu", block=BLOCKS["pallas_gpu"], interpret=True))
+    with sharding.activate(mesh, sharding.get_rules("fsdp_tp")):
+        place = lambda x, *spec: jax.device_put(x, NamedSharding(mesh, P(*spec)))  # noqa: E731
+        # 2 KV heads do not split over tensor = 4: replicated there, as `fsdp_tp` fits them.
+        args = (place(q, "fsdp", None, "tensor"), place(k, "fsdp"), place(v, "fsdp"),
+                jax.device_put(jnp.asarray(SEGMENTS), NamedSharding(mesh, P("fsdp", None))))
+        text = fused.lower(*args).compile().as_text()
+        got = fused(*args)
+    assert not any(op in text for op in ("all-gather", "all-to-all", "all-reduce"))
+    real = SEGMENTS != 0
+    np.testing.assert_allclose(
+        np.asarray(got)[real], np.asarray(_plain(q, k, v))[real], rtol=0,
+        atol=numerics.reorder_atol(_chain(BLOCKS["pallas_gpu"]), float(jnp.max(jnp.abs(v)))))
 
 
 def test_model_forward_with_a_kernel_matches_the_plain_path(params, model_config):

@@ -10,37 +10,35 @@ that never does, with the same masking (causal by slot, within a segment):
   and segment ids, skipping fully masked blocks;
 - CPU: the plain XLA path.
 
-`ModelConfig.attention` picks one ("auto": by backend, as above, on a single device; the
-plain path on several, see `resolve`). An explicit kernel on a backend it was not written
-for runs in Pallas interpret mode (slow; tests use it on CPU).
+`ModelConfig.attention` picks one ("auto": by backend, as above). Under a mesh
+(`sharding.activate`) the kernel runs on each device's rows and heads (`shard_map`). An
+explicit kernel on a backend it was not written for runs in Pallas interpret mode (slow;
+tests use it on CPU).
 
 Masking. Both kernels keep a token from attending another segment; padding (segment 0)
 attends padding, where the plain path masks it fully. Padding outputs differ between paths
 but never reach a real token (real tokens never attend padding) nor a loss (padding is never
 scored). Rows are padded to the kernel's block with a segment id no token has.
 """
-import functools
-
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
+from rlvr_jax import sharding
 from rlvr_jax.models.config import ATTENTIONS as IMPLEMENTATIONS
 _BY_BACKEND = {"gpu": "pallas_gpu", "cuda": "pallas_gpu", "tpu": "splash"}
 _PAD_SEGMENT = -1
 
 
-def resolve(implementation: str, backend: str = None, devices: int = None) -> str:
-    """The kernel `implementation` names. "auto": the backend's kernel (default backend:
-    JAX's) on ONE device, else "xla" — a Pallas call is not partitioned by XLA's SPMD
-    partitioner (sharded activations would be gathered around it), so sharded runs keep the
-    plain path unless they name a kernel (`devices`: default `jax.device_count()`)."""
+def resolve(implementation: str, backend: str = None) -> str:
+    """The kernel `implementation` names; "auto": the backend's kernel (default backend:
+    JAX's), "xla" on CPU."""
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(f"attention must be one of {IMPLEMENTATIONS}, got {implementation!r}")
     if implementation != "auto":
         return implementation
-    kernel = _BY_BACKEND.get(backend or jax.default_backend())
-    devices = jax.device_count() if devices is None else devices
-    return kernel if kernel is not None and devices == 1 else "xla"
+    return _BY_BACKEND.get(backend or jax.default_backend(), "xla")
 
 
 def _pad_rows(block: int, q, k, v, segments):
@@ -105,5 +103,24 @@ def fused_attention(q, keys, values, segments, *, implementation: str, block: in
     groups = q.shape[2] // keys.shape[2]
     keys, values = (jnp.repeat(x.astype(q.dtype), groups, axis=2) for x in (keys, values))
     t = q.shape[1]
-    padded = _pad_rows(block, q, keys, values, segments.astype(jnp.int32))
-    return functools.partial(kernel, block=block, interpret=interpret)(*padded)[:, :t]
+
+    def local(q, keys, values, segments):
+        padded = _pad_rows(block, q, keys, values, segments)
+        return kernel(*padded, block=block, interpret=interpret)[:, :t]
+    return _per_device(local, q, keys, values, segments.astype(jnp.int32))
+
+
+def _per_device(fn, q, keys, values, segments):
+    """fn([b, T, h, Dh] x3, [b, T]) on each device's rows and heads, split as the activations'
+    logical constraints split them under the mesh and rules of the enclosing
+    `sharding.activate` (XLA's SPMD partitioner does not split a Pallas call: it would
+    gather the sharded activations around it); on the whole arrays without a mesh."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or mesh.size == 1:
+        return fn(q, keys, values, segments)
+    spec = sharding.logical_to_mesh_spec(P("batch", "length", "heads", "kv"),
+                                         nn.get_logical_axis_rules(), q.shape, mesh)
+    rows, _, heads, _ = tuple(spec) + (None,) * (4 - len(spec))
+    spec = P(rows, None, heads, None)  # A kernel takes whole rows and whole head vectors.
+    return jax.shard_map(fn, in_specs=(spec, spec, spec, P(rows, None)), out_specs=spec,
+                         check_vma=False)(q, keys, values, segments)

@@ -47,7 +47,7 @@ class ModelConfig:
         ones. Decoding always runs layer by layer (`models.decoding`). Parameters are
         stacked [L, ...] either way.
       attention: the training forward's self-attention (`models.attention`): "auto" (a
-        fused kernel on one GPU / TPU; the plain XLA path on CPU and on several devices),
+        fused kernel on GPU / TPU, per device shard under a mesh; the plain XLA path on CPU),
         "xla", "pallas_gpu" or "splash" (explicit kernels run in Pallas interpret mode off
         their backend).
     """
