@@ -56,22 +56,19 @@ def _prediction(completion: str, reference, **kw) -> str | None:
     pred = extract_answer(completion, **kw)
     if pred is None and kw.get("several_boxed", "reject") == "reject" and reference is not None:
         boxes = live_boxes(completion)
-        if len(boxes) >= 2:
-            try:
-                ref = _equiv.structure(_norm.normalize_answer(reference))
-            except (ValueError, RecursionError):
-                return None
-            if ref[0] in ("set", "point") and len(ref[2] if ref[0] == "point" else ref[1]) == len(boxes):
-                return ", ".join(boxes)
-        listed = final_list(completion) if not boxes else []
-        if len(listed) >= 2:  # "so $x = -3$ or $x = 2$." against a list reference
-            try:
-                ref = _equiv.structure(_norm.normalize_answer(reference))
-            except (ValueError, RecursionError):
-                return None
-            if ref[0] in ("set", "point") and len(ref[2] if ref[0] == "point" else ref[1]) == len(listed):
-                return ", ".join(listed)
+        parts = boxes if len(boxes) >= 2 else [] if boxes else final_list(completion)
+        if len(parts) >= 2 and _list_reference_of(reference, len(parts)):
+            return ", ".join(parts)  # Each solution boxed, or "so $x = -3$ or $x = 2$."
     return pred
+
+
+def _list_reference_of(reference, count: int) -> bool:
+    """Whether `reference` is a set or point of `count` elements."""
+    try:
+        ref = _equiv.structure(_norm.normalize_answer(reference))
+    except (ValueError, RecursionError):
+        return False
+    return ref[0] in ("set", "point") and len(ref[2] if ref[0] == "point" else ref[1]) == count
 
 
 # --------------------------------------------------------------------------- math-verify
