@@ -95,7 +95,11 @@ def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
     qg = (q.astype(jnp.float32) * dh ** -0.5).astype(dt).reshape(b, hkv, h // hkv, dh)
     scores = jnp.einsum("bnsk,bngk->bnsg", k_cache.astype(dt), qg,
                         preferred_element_type=jnp.float32)
-    scores = jnp.where(valid[:, None, :, None], scores, _NEG_INF)
+    # Masked slots by an additive [B, 1, S, 1] bias (0 or -1e30, shared by the heads): the
+    # same values as a select (s + 0 = s; s - 1e30 rounds to -1e30 for |s| < 1e22), which XLA
+    # fuses into the dot's output instead of a separate pass over the scores.
+    bias = jnp.where(valid, 0.0, _NEG_INF).astype(jnp.float32)
+    scores = scores + bias[:, None, :, None]
     top = jnp.max(scores, axis=2, keepdims=True)
     weights = jnp.exp(scores - top)
     total = jnp.sum(weights, axis=2)  # [B, Hkv, G]
