@@ -93,12 +93,16 @@ def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
     b, h, dh = q.shape
     hkv = k_cache.shape[1]
     qg = (q.astype(jnp.float32) * dh ** -0.5).astype(dt).reshape(b, hkv, h // hkv, dh)
-    scores = jnp.einsum("bnsk,bngk->bnsg", k_cache.astype(dt), qg,
-                        preferred_element_type=jnp.float32)
     # Masked slots by an additive [B, 1, S, 1] bias (0 or -1e30, shared by the heads): the
     # same values as a select (s + 0 = s; s - 1e30 rounds to -1e30 for |s| < 1e22), which XLA
     # fuses into the dot's output instead of a separate pass over the scores.
     bias = jnp.where(valid, 0.0, _NEG_INF).astype(jnp.float32)
+    # Tied to this layer's queries, the bias is this layer's own array: XLA cannot merge the
+    # L layers' (identical) broadcasts of it into one [B, Hkv, S, G] array that every layer
+    # would then read; each layer's dot fusion broadcasts the [B, S] bias itself.
+    bias, qg = jax.lax.optimization_barrier((bias, qg))
+    scores = jnp.einsum("bnsk,bngk->bnsg", k_cache.astype(dt), qg,
+                        preferred_element_type=jnp.float32)
     scores = scores + bias[:, None, :, None]
     top = jnp.max(scores, axis=2, keepdims=True)
     weights = jnp.exp(scores - top)
