@@ -8,10 +8,11 @@ drops the slots a finished row was fed padding into. Three implementations:
   * "grouped": the training forward's `transformer.grouped_attention` over all S slots
     (scores [B, Hkv, G, 1, S]; XLA's CPU backend transposes them around the softmax);
   * "plain": the same math over all S slots laid out for one decode token: scores
-    [B, Hkv, S, G] straight out of the dot, the softmax's max and exp along S in place and
-    its normalisation applied to the [B, Hkv, G, Dh] output: fewer passes over the float32
-    scores (a qwen2.5-0.5b rollout of 256 rows × 512 tokens by the CPU cost model: 1.70× ->
-    1.61× its byte minimum; docs/performance.md, issue 52);
+    [B, Hkv, S, G] straight out of the dot, masked by an additive [B, S] bias, the softmax's
+    max and exp along S in place (XLA CPU fuses dot, bias, max and exp: the scores are never
+    written) and its normalisation applied to the [B, Hkv, G, Dh] output (a qwen2.5-0.5b
+    rollout of 256 rows × 512 tokens by the CPU cost model: 1.70× -> 1.48× its byte minimum
+    with 4 phases; docs/performance.md, issue 52);
   * "pallas": the kernel below; "interpret": it in Pallas interpret mode (CPU tests).
 
 The Pallas kernel (`impl="pallas"`) runs one program per (row, KV head) that
