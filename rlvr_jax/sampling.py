@@ -70,7 +70,7 @@ class SamplingConfig:
       cache_window: if > 0, decode in phases whose cache grows by this many slots, so
         attention reads only about the filled part (one compiled loop body per phase, one
         cache copy between phases). 0 = one loop over the full cache. None (default) =
-        `auto_cache_window(max_new_tokens)`: four phases from 128 new tokens on, one below.
+        `auto_cache_window(max_new_tokens)`: 4 phases from 128 new tokens on, 8 from 512.
       max_length: optional cap on prompt + new tokens (the cache size); longer prompts are
         rejected by `validate_prompts`.
       vocab_limit: if 0 < vocab_limit < V, ids >= vocab_limit are never drawn (a model
@@ -286,17 +286,16 @@ AUTO_WINDOW_MIN_TOKENS = 128  # Shorter completions decode in one phase by defau
 
 
 def auto_cache_window(max_new_tokens: int) -> int:
-    """The phase width `cache_window=None` stands for: 0 (one phase over the whole cache)
-    below `AUTO_WINDOW_MIN_TOKENS` new tokens, else W = ceil((N - 1) / 4): four phases of
-    about equal length over caches of Tp + W, Tp + 2W, Tp + 3W and Tp + N - 1 slots, so a
-    step reads about N / 8 unfilled slots on average instead of N / 2.
-
-    Measured (docs/performance.md, issue 18): N = 512, 256 rows, qwen2.5-0.5b on an H100:
-    +11% tokens/s with these phases (W = 128); N = 128, 32 rows of the CPU bench model:
-    9-12% faster rollouts. The cost is compile time (one loop body per phase)."""
+    """The phase width `cache_window=None` stands for: 0 (one phase) below
+    `AUTO_WINDOW_MIN_TOKENS` new tokens, else W = ceil((N - 1) / k), k = 4 phases (8 from
+    N = 512 on) of about equal length over caches of Tp + W, Tp + 2W, …, Tp + N - 1 slots: a
+    step reads about N / 2k unfilled slots on average, not N / 2. Measured (docs/performance.md,
+    issues 18, 52): N = 512, qwen2.5-0.5b, H100: +11% tokens/s with 4 phases; CPU cost model,
+    256 rows: 8 phases 1.44× the byte minimum (4: 1.48). Cost: one loop body per phase."""
     if max_new_tokens < AUTO_WINDOW_MIN_TOKENS:
         return 0
-    return -(-(max_new_tokens - 1) // 4)
+    phases = 8 if max_new_tokens >= 512 else 4
+    return -(-(max_new_tokens - 1) // phases)
 
 
 def cache_window_setting(value: int) -> Optional[int]:

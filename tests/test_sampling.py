@@ -137,13 +137,14 @@ def test_phased_cache_window_gives_the_same_greedy_output(tiny_params, tiny_conf
     numerics.assert_forward_close(rollout.logprobs, greedy_rollout.logprobs, tiny_config, 6 + N)
 
 
-def test_automatic_cache_window_picks_four_phases_from_128_new_tokens():
-    assert [sampling.auto_cache_window(n) for n in (1, 127, 128, 130, 200, 512, 1024)] == \
-        [0, 0, 32, 33, 50, 128, 256]
-    for n in range(128, 2100, 7):  # Always four phases of about equal length.
+def test_automatic_cache_window_picks_four_phases_from_128_and_eight_from_512_new_tokens():
+    assert [sampling.auto_cache_window(n) for n in (1, 127, 128, 130, 200, 511, 512, 1024)] == \
+        [0, 0, 32, 33, 50, 128, 64, 128]
+    for n in range(128, 2100, 7):  # Always 4 (8 from N = 512) phases of about equal length.
         sizes = (10,) + sampling._cache_phases(10, n, sampling.auto_cache_window(n))
         lengths = np.diff(sizes)
-        assert len(lengths) == 4 and lengths.max() - lengths.min() <= 3, (n, sizes)
+        assert len(lengths) == (8 if n >= 512 else 4), (n, sizes)
+        assert lengths.max() - lengths.min() <= len(lengths) - 1, (n, sizes)  # ceil(/k).
     assert sampling.cache_window_of(SamplingConfig(max_new_tokens=128)) == 32  # None: auto.
     assert sampling.cache_window_of(SamplingConfig(max_new_tokens=128, cache_window=0)) == 0
     assert sampling._cache_phases(32, 128, 32) == (64, 96, 128, 159)

@@ -8,10 +8,11 @@ drops the slots a finished row was fed padding into. Three implementations:
   * "grouped": the training forward's `transformer.grouped_attention` over all S slots
     (scores [B, Hkv, G, 1, S]; XLA's CPU backend transposes them around the softmax);
   * "plain": the same math over all S slots laid out for one decode token: scores
-    [B, Hkv, S, G] straight out of the dot, the softmax's max and exp along S in place and
-    its normalisation applied to the [B, Hkv, G, Dh] output: fewer passes over the float32
-    scores (a qwen2.5-0.5b rollout of 256 rows × 512 tokens by the CPU cost model: 1.70× ->
-    1.61× its byte minimum; docs/performance.md, issue 52);
+    [B, Hkv, S, G] straight out of the dot, masked by an additive [B, S] bias, the softmax's
+    max and exp along S in place (XLA CPU fuses dot, bias, max and exp: the scores are never
+    written) and its normalisation applied to the [B, Hkv, G, Dh] output (a qwen2.5-0.5b
+    rollout of 256 rows × 512 tokens by the CPU cost model: 1.70× -> 1.48× its byte minimum
+    with 4 phases; docs/performance.md, issue 52);
   * "pallas": the kernel below; "interpret": it in Pallas interpret mode (CPU tests).
 
 The Pallas kernel (`impl="pallas"`) runs one program per (row, KV head) that
@@ -93,9 +94,17 @@ def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
     b, h, dh = q.shape
     hkv = k_cache.shape[1]
     qg = (q.astype(jnp.float32) * dh ** -0.5).astype(dt).reshape(b, hkv, h // hkv, dh)
+    # Masked slots by an additive [B, 1, S, 1] bias (0 or -1e30, shared by the heads): the
+    # same values as a select (s + 0 = s; s - 1e30 rounds to -1e30 for |s| < 1e22), which XLA
+    # fuses into the dot's output instead of a separate pass over the scores.
+    bias = jnp.where(valid, 0.0, _NEG_INF).astype(jnp.float32)
+    # Tied to this layer's queries, the bias is this layer's own array: XLA cannot merge the
+    # L layers' (identical) broadcasts of it into one [B, Hkv, S, G] array that every layer
+    # would then read; each layer's dot fusion broadcasts the [B, S] bias itself.
+    bias, qg = jax.lax.optimization_barrier((bias, qg))
     scores = jnp.einsum("bnsk,bngk->bnsg", k_cache.astype(dt), qg,
                         preferred_element_type=jnp.float32)
-    scores = jnp.where(valid[:, None, :, None], scores, _NEG_INF)
+    scores = scores + bias[:, None, :, None]
     top = jnp.max(scores, axis=2, keepdims=True)
     weights = jnp.exp(scores - top)
     total = jnp.sum(weights, axis=2)  # [B, Hkv, G]
