@@ -250,6 +250,25 @@ class Checkpointer:
         self.close()
 
 
+def disk_full_error(ckpt: Optional[Checkpointer], e: OSError) -> OSError:
+    """The one-line error of a full disk (`e`), after the save in flight of `ckpt` (if any)
+    was stopped and its partial directory removed."""
+    latest = None
+    if ckpt is not None:
+        try:
+            ckpt.close()
+        except Exception:  # noqa: BLE001 (the save in flight fails the same way)
+            pass
+        if jax.process_index() == 0:
+            integrity.clean_tmp(ckpt.directory)
+        latest = integrity.newest_good(ckpt.directory)[0]
+    what = f"writing {e.filename}" if e.filename else "writing the run's files"
+    kept = f"the latest complete checkpoint is step {latest}" if latest is not None else \
+        "no checkpoint was saved"
+    return OSError(errno.ENOSPC, f"no space left on device ({what}); {kept}; free space and "
+                   "rerun the same command to resume")
+
+
 def load_run(run_dir: str, *, tokenizer, step: Optional[int] = None):
     """(ModelConfig, params) of a training run's checkpoint (`scripts/train.py --workdir`).
 

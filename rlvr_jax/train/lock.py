@@ -49,6 +49,25 @@ def check(workdir: str) -> None:
                           f"remove {path})")
 
 
+def check_all_processes(workdir: str) -> None:
+    """`check` on a multi-host run: process 0 reads the lock (only its host can tell a dead
+    holder) and every process raises the same `ConfigError` (a collective)."""
+    import jax
+    import numpy as np
+
+    from rlvr_jax import distributed
+    refusal = ""
+    if jax.process_index() == 0:
+        try:
+            check(workdir)
+        except ConfigError as e:
+            refusal = str(e)
+    if jax.process_count() > 1 and distributed.broadcast_from_main(np.int32(bool(refusal))):
+        refusal = refusal or f"--workdir: {workdir} is in use by another run (see process 0)"
+    if refusal:
+        raise ConfigError(refusal)
+
+
 def acquire(workdir: str) -> Callable[[], None]:
     """Takes `workdir`'s lock (a stale one is taken over); returns the function that releases
     it. Raises `ConfigError` when a live run holds it."""

@@ -28,13 +28,13 @@ import numpy as np
 from rlvr_jax import distributed, evaluation, models, multiturn, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
-from rlvr_jax.train import adaptive, build, integrity, preempt
+from rlvr_jax.train import adaptive, build, preempt
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import (build_mesh, build_model_config,  # noqa: F401 (public)
                                   build_task_and_sources)
-from rlvr_jax.train.checkpoint import Checkpointer
+from rlvr_jax.train.checkpoint import Checkpointer, disk_full_error
 from rlvr_jax.train.logging import MetricsWriter, SampleWriter, exclude_compile, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.rl_config import from_config as rl_config_from  # noqa: F401 (public)
@@ -80,7 +80,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
     """
     validate(config)
     distributed.initialize(config.distributed)  # Before anything touches a device.
-    check_lock(workdir)
+    lock_lib.check_all_processes(workdir)
     plan = workdir_lib.plan(config, workdir)
     distributed.sync("rlvr_jax:planned")  # Every process read the workdir before it changes.
     with preempt.handle_sigterm():
@@ -90,7 +90,7 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
         except OSError as e:
             if e.errno != errno.ENOSPC:
                 raise
-            raise disk_full(r, e) from None
+            raise disk_full_error(r.ckpt, e) from None
         finally:
             r.release()
 
@@ -150,40 +150,6 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
         release()
         raise
     return r, resumed
-
-
-def disk_full(r: Run, e: OSError) -> OSError:
-    """The one-line error of a full disk, after the checkpoint save in flight (if any) was
-    stopped and its partial directory removed."""
-    latest = None
-    if r.ckpt is not None:
-        try:
-            r.ckpt.close()
-        except Exception:  # noqa: BLE001 (the save in flight fails the same way)
-            pass
-        if jax.process_index() == 0:
-            integrity.clean_tmp(r.ckpt.directory)
-        latest = integrity.newest_good(r.ckpt.directory)[0]
-    what = f"writing {e.filename}" if e.filename else "writing the run's files"
-    kept = f"the latest complete checkpoint is step {latest}" if latest is not None else \
-        "no checkpoint was saved"
-    return OSError(errno.ENOSPC, f"no space left on device ({what}); {kept}; free space and "
-                   "rerun the same command to resume")
-
-
-def check_lock(workdir: str) -> None:
-    """Raises `ConfigError` (on every process) when a live run holds `workdir`; process 0
-    reads the lock (only its host can tell a dead holder)."""
-    refusal = ""
-    if jax.process_index() == 0:
-        try:
-            lock_lib.check(workdir)
-        except ConfigError as e:
-            refusal = str(e)
-    if jax.process_count() > 1 and distributed.broadcast_from_main(np.int32(bool(refusal))):
-        refusal = refusal or f"--workdir: {workdir} is in use by another run (see process 0)"
-    if refusal:
-        raise ConfigError(refusal)
 
 
 def open_logs(r: Run, resumed: Optional[Dict[str, Any]] = None) -> None:
@@ -421,14 +387,17 @@ def open_checkpoints(config, plan: workdir_lib.Plan):
 
 def restore(r: Run, step: int, state):
     """(state, extra) of the checkpoint at `step`, shaped like `state`; a checkpoint that
-    does not fit the config raises `ConfigError` (not orbax's shape text)."""
+    does not fit the config (or is damaged in a way its checksums could not show: one saved
+    without them) raises `ConfigError` (not orbax's shape text)."""
     try:
         restored, extra = r.ckpt.restore(step, _saved_part(state))
         return restored.replace(reward_params=state.reward_params), extra
     except (ValueError, TypeError, KeyError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise ConfigError(f"--workdir: the step-{step} checkpoint in {r.ckpt.directory} does not "
-                          f"fit this config ({first}); use a new --workdir") from e
+                          f"fit this config ({first}); use a new --workdir (if the step is "
+                          f"damaged instead, rename it to {step}.damaged to resume from the "
+                          "one before)") from e
 
 
 def restore_adaptive(r: Run, resumed) -> None:
