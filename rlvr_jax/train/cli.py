@@ -63,7 +63,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _report(e, 1, debug)
     except Preempted as e:
         sys.stdout.flush()
-        print(str(e), file=sys.stderr, flush=True)
+        print(f"\n{e}", file=sys.stderr, flush=True)  # (After a progress bar's line.)
         return 143
     except OSError as e:
         if e.errno != errno.ENOSPC:
