@@ -151,9 +151,12 @@ def test_damaged_newest_checkpoint_falls_back_and_is_set_aside(tmp_path, kind, c
     assert len(err) == 1 and "damaged checkpoint step 2" in err[0] and "using step 1" in err[0]
     with pytest.raises(ValueError, match="step-2 checkpoint is damaged"):
         checked_step(directory, 2)
+    _damage(os.path.join(directory, "1"), "empty-extra-metadata")
+    with pytest.raises(ValueError, match="step 1: extra/metadata is empty; no intact checkpoint"):
+        checked_step(directory)
     integrity.set_aside(directory, 2)
     assert sorted(os.listdir(directory)) == ["1", "2.damaged"]  # Kept, not deleted.
-    assert Checkpointer(directory).all_steps() == (1,)
+    assert Checkpointer(directory).all_steps() == (1,)  # orbax does not see 2.damaged.
 
 
 def test_workdir_plan_falls_back_and_prepare_moves_aside_and_cleans(tmp_path):

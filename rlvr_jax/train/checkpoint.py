@@ -315,8 +315,8 @@ def checked_step(directory: str, step: Optional[int] = None) -> int:
             raise ValueError(f"{directory}: the step-{step} checkpoint is damaged ({problem})")
         return step
     good, damaged = integrity.newest_good(directory)
+    if good is None:
+        raise ValueError(integrity.describe(directory, good, damaged, moved=False))
     if damaged:
         print(integrity.describe(directory, good, damaged, moved=False), file=sys.stderr)
-    if good is None:
-        raise ValueError(f"{directory}: no intact checkpoint")
     return good

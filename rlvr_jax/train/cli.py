@@ -68,6 +68,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except OSError as e:
         if e.errno != errno.ENOSPC:
             raise
+        print(file=sys.stderr)  # (After a progress bar's line.)
         return _report(RuntimeError(e.strerror or str(e)), 1, debug)
     except KeyboardInterrupt:
         print("\ninterrupted; rerun the same command to resume (or start again)",
