@@ -10,7 +10,7 @@ import sys
 import jax
 import pytest
 
-from rlvr_jax.train import cli
+from rlvr_jax.train import cli, integrity
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.validate import ConfigError
 
@@ -58,8 +58,12 @@ def _run_files(workdir, argv, *, summary=False, steps=(), config_edit=None):
     if summary:
         with open(os.path.join(workdir, "summary.json"), "w") as f:
             json.dump({"after_rl": {"eval/pass@1": 0.5}}, f)
-    for step in steps:
-        os.makedirs(os.path.join(workdir, "checkpoints", str(step), "state"))
+    for step in steps:  # A step's shape as `integrity.verify` checks it (unsealed).
+        for rel in integrity.REQUIRED:
+            path = os.path.join(workdir, "checkpoints", str(step), rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write("{}")
 
 
 def _jsonl(tmp, lines):

@@ -14,11 +14,17 @@ process killed mid-save leaves a tmp directory that is ignored and deleted the n
 a `Checkpointer` opens the directory. Old steps are deleted only after a newer one is
 complete, so the latest good checkpoint survives a kill at any moment.
 
+Integrity: once orbax has finished a step, process 0 writes `<s>/checksums.json` (size and
+blake2b of every file; `train/integrity.py`); a run, `evaluate.py` and `convert_checkpoint.py`
+verify the newest step before using it and fall back to the newest intact one.
+
 Asynchrony: `save` copies the arrays off the device and returns; the files are written by
 a background thread while training continues (the state may be donated to the next step
 right away). Only one save is in flight: the next `save` (or `wait`, `close`) waits for
 the previous one.
 """
+import contextlib
+import errno
 import os
 from typing import Any, Dict, Optional, Tuple
 
@@ -26,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from orbax.checkpoint import checkpoint_managers
+
+from rlvr_jax.train import integrity
 
 _STATE, _EXTRA = "state", "extra"
 
@@ -61,6 +69,15 @@ def _all_finite(arrays):
     return [jnp.all(jnp.isfinite(x)) for x in arrays]
 
 
+def _is_disk_full(e: BaseException) -> bool:
+    while e is not None:
+        if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or \
+                "No space left on device" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def _pytree_restore(abstract, *, partial: bool = False):
     return ocp.args.PyTreeRestore(
         abstract, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
@@ -86,6 +103,7 @@ class Checkpointer:
         if save_interval_steps < 1:
             raise ValueError(f"save_interval_steps must be >= 1, got {save_interval_steps}")
         self.directory = os.path.abspath(os.fspath(directory))
+        self._async = async_save
         options = ocp.CheckpointManagerOptions(
             save_interval_steps=save_interval_steps,  # (+ orbax's save-on-preemption)
             preservation_policy=checkpoint_managers.LatestN(max_to_keep),
@@ -117,9 +135,14 @@ class Checkpointer:
                     f"refusing to checkpoint step {step}: non-finite values in "
                     f"{bad[:5]}{' ...' if len(bad) > 5 else ''}; the latest checkpoint stays "
                     f"step {self.latest_step()}")
+        self.wait()  # (orbax would wait too) The previous step is complete: sealed.
         args = ocp.args.Composite(**{_STATE: ocp.args.PyTreeSave(state),
                                      _EXTRA: ocp.args.JsonSave(dict(extra or {}))})
-        return self._manager.save(step, args=args, force=force)
+        with self._disk_full_is_one_line():
+            started = self._manager.save(step, args=args, force=force)
+        if started and not self._async:
+            self._seal()
+        return started
 
     def all_steps(self) -> Tuple[int, ...]:
         """The complete checkpoints on disk, oldest first."""
@@ -189,19 +212,61 @@ class Checkpointer:
         return dict(restored[_EXTRA] or {})
 
     def wait(self) -> None:
-        """Blocks until the save in flight (if any) is complete and visible."""
-        self._manager.wait_until_finished()
+        """Blocks until the save in flight (if any) is complete, visible and sealed."""
+        with self._disk_full_is_one_line():
+            self._manager.wait_until_finished()
+            self._seal()
+
+    @contextlib.contextmanager
+    def _disk_full_is_one_line(self):
+        """A full disk during a save: the partial step removed, then one OSError(ENOSPC)."""
+        try:
+            yield
+        except Exception as e:  # orbax / tensorstore wrap the OSError in their own types.
+            if not _is_disk_full(e):
+                raise
+            if jax.process_index() == 0:
+                integrity.clean_tmp(self.directory)
+            raise OSError(errno.ENOSPC, f"no space left on device while saving a checkpoint in "
+                          f"{self.directory} (the partial save was removed; the latest complete "
+                          f"step is {self._manager.latest_step()}); free space and rerun the same "
+                          "command to resume") from None
 
     def close(self) -> None:
         """Waits for the save in flight, then releases orbax's threads."""
-        self._manager.wait_until_finished()
+        self.wait()
         self._manager.close()
+
+    def _seal(self) -> None:
+        """Process 0 writes the checksums of the complete steps that have none yet."""
+        if jax.process_index() == 0:
+            for step in self._manager.all_steps():
+                integrity.seal(os.path.join(self.directory, str(step)))
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+def disk_full_error(ckpt: Optional[Checkpointer], e: OSError) -> OSError:
+    """The one-line error of a full disk (`e`), after the save in flight of `ckpt` (if any)
+    was stopped and its partial directory removed."""
+    latest = None
+    if ckpt is not None:
+        try:
+            ckpt.close()
+        except Exception:  # noqa: BLE001 (the save in flight fails the same way)
+            pass
+        if jax.process_index() == 0:
+            integrity.clean_tmp(ckpt.directory)
+        latest = integrity.newest_good(ckpt.directory)[0]
+    what = f"writing {e.filename}" if e.filename else "writing the run's files"
+    kept = f"the latest complete checkpoint is step {latest}" if latest is not None else \
+        "no checkpoint was saved"
+    return OSError(errno.ENOSPC, f"no space left on device ({what}); {kept}; free space and "
+                   "rerun the same command to resume")
 
 
 def load_run(run_dir: str, *, tokenizer, step: Optional[int] = None):
@@ -214,7 +279,6 @@ def load_run(run_dir: str, *, tokenizer, step: Optional[int] = None):
     import ml_collections
 
     from rlvr_jax.train.build import build_model_config
-    from rlvr_jax.train.workdir import checkpoint_steps
     config_path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"{config_path} not found (expected a scripts/train.py workdir)")
@@ -222,14 +286,37 @@ def load_run(run_dir: str, *, tokenizer, step: Optional[int] = None):
         config = ml_collections.ConfigDict(json.load(f))
     model_config = build_model_config(config, tokenizer)
     directory = os.path.join(run_dir, "checkpoints")
-    steps = checkpoint_steps(directory)  # Read first: opening a Checkpointer creates the dir.
+    step = checked_step(directory, step)  # Read first: opening a Checkpointer creates the dir.
+    ckpt = Checkpointer(directory)
+    try:
+        params = ckpt.restore_params(step)
+    except (OSError, RuntimeError, KeyError, TypeError) as e:  # Damage checksums cannot see.
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"{directory}: the step-{step} checkpoint is unreadable ({first})") \
+            from e
+    finally:
+        ckpt.close()
+    return model_config, params
+
+
+def checked_step(directory: str, step: Optional[int] = None) -> int:
+    """`step` (None: the newest intact step) of `directory` after verifying its checksums;
+    damaged newer steps are skipped with a one-line notice on stderr (and left where they
+    are: a training run moves them aside). Raises FileNotFoundError / ValueError (one line)."""
+    import sys
+    steps = integrity.steps(directory)
     if not steps or (step is not None and step not in steps):
         have = f"steps {steps}" if steps else "no complete checkpoint"
         raise FileNotFoundError(f"{directory}: {have}; train with --config.checkpoint.every=N "
                                 "to keep checkpoints")
-    ckpt = Checkpointer(directory)
-    try:
-        params = ckpt.restore_params(step)
-    finally:
-        ckpt.close()
-    return model_config, params
+    if step is not None:
+        problem = integrity.verify(os.path.join(directory, str(step)))
+        if problem:
+            raise ValueError(f"{directory}: the step-{step} checkpoint is damaged ({problem})")
+        return step
+    good, damaged = integrity.newest_good(directory)
+    if good is None:
+        raise ValueError(integrity.describe(directory, good, damaged, moved=False))
+    if damaged:
+        print(integrity.describe(directory, good, damaged, moved=False), file=sys.stderr)
+    return good

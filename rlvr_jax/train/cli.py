@@ -7,9 +7,12 @@ one line.
 `main(argv) -> exit status`: 0 when the run finished; 2 for a problem the user can fix (a
 flag, the config file, a config value, a file, the data, the workdir), reported as the
 last line of stderr, `error: <field or file>: <what is wrong>`, with no traceback unless
-`--debug`; 1 when a run stops for another reason (e.g. a non-finite loss), also one line.
+`--debug`; 1 when a run stops for another reason (e.g. a non-finite loss, a full disk), also
+one line; 143 on SIGTERM, after the current RL step was checkpointed (one line says how to
+resume).
 The libraries' INFO logs (orbax, jax) are hidden unless `--verbose`.
 """
+import errno
 import importlib.util
 import os
 import sys
@@ -47,6 +50,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = [a for a in argv if a not in ("--debug", "--verbose")]
     from rlvr_jax.train.logging import configure_library_logs
     configure_library_logs(verbose)
+    from rlvr_jax.train.preempt import Preempted
     from rlvr_jax.train.validate import ConfigError
     try:
         config, workdir = parse(argv)
@@ -57,6 +61,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _report(e, 2, debug)
     except FloatingPointError as e:
         return _report(e, 1, debug)
+    except Preempted as e:
+        sys.stdout.flush()
+        print(f"\n{e}", file=sys.stderr, flush=True)  # (After a progress bar's line.)
+        return 143
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        print(file=sys.stderr)  # (After a progress bar's line.)
+        return _report(RuntimeError(e.strerror or str(e)), 1, debug)
     except KeyboardInterrupt:
         print("\ninterrupted; rerun the same command to resume (or start again)",
               file=sys.stderr)

@@ -217,6 +217,13 @@ def configure_library_logs(verbose: bool = False) -> None:
                             format="%(levelname)s %(name)s: %(message)s")
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(level)
+        if not verbose:  # A full disk: the run reports it in one line (train/checkpoint.py).
+            logging.getLogger(name).addFilter(_not_disk_full)
+
+
+def _not_disk_full(record: logging.LogRecord) -> bool:
+    exc = record.exc_info[1] if record.exc_info else None
+    return not any("No space left on device" in str(x) for x in (record.getMessage(), exc))
 
 
 def progress_bar(total: int, desc: str, *, initial: int = 0):

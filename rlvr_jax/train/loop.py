@@ -15,6 +15,7 @@ RL step is one jitted program with an on-device verifier, else the split path â€
 the same keys (`step.step_keys`). This is optional glue over those free functions.
 """
 import dataclasses
+import errno
 import os
 import sys
 import time
@@ -27,12 +28,13 @@ import numpy as np
 from rlvr_jax import distributed, evaluation, models, multiturn, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
-from rlvr_jax.train import adaptive, build
+from rlvr_jax.train import adaptive, build, preempt
+from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import (build_mesh, build_model_config,  # noqa: F401 (public)
                                   build_task_and_sources)
-from rlvr_jax.train.checkpoint import Checkpointer
+from rlvr_jax.train.checkpoint import Checkpointer, disk_full_error
 from rlvr_jax.train.logging import MetricsWriter, SampleWriter, exclude_compile, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.rl_config import from_config as rl_config_from  # noqa: F401 (public)
@@ -61,6 +63,7 @@ class Run:
     writer: Optional[MetricsWriter] = None
     samples: Optional[SampleWriter] = None
     progress: bool = True
+    release: Any = lambda: None  # Releases the workdir lock (process 0).
 
 
 def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
@@ -71,13 +74,28 @@ def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
 
     Before anything is compiled or written, the config is validated (`validate`) and the
     workdir read (`workdir.plan`: start, start again, resume or refuse); a problem the user
-    can fix raises `ConfigError` naming the field, file or data line.
+    can fix raises `ConfigError` naming the field, file or data line; so does a workdir
+    another live run holds (`train/lock.py`). A SIGTERM checkpoints the current RL step and
+    raises `preempt.Preempted`.
     """
     validate(config)
     distributed.initialize(config.distributed)  # Before anything touches a device.
+    lock_lib.check_all_processes(workdir)
     plan = workdir_lib.plan(config, workdir)
     distributed.sync("rlvr_jax:planned")  # Every process read the workdir before it changes.
-    r, resumed = setup(config, plan, progress)
+    with preempt.handle_sigterm():
+        r, resumed = setup(config, plan, progress)
+        try:
+            return _train(r, config, plan, resumed)
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+            raise disk_full_error(r.ckpt, e) from None
+        finally:
+            r.release()
+
+
+def _train(r: Run, config, plan: workdir_lib.Plan, resumed) -> Dict[str, Any]:
     params = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
     summary: Dict[str, Any] = {"model_params": r.model_config.num_params(),
                                "eval_data": r.evaluator.data.name}
@@ -114,8 +132,9 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     env, tools = build.build_env(config, tokenizer, verifier)
     evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier,
                                       env, tools)
+    release = lambda: None  # noqa: E731
     if jax.process_index() == 0:
-        workdir_lib.prepare(plan, config)  # The first write.
+        release = workdir_lib.prepare(plan, config)  # The first write; takes the lock.
     distributed.sync("rlvr_jax:prepared")
     if plan.notice and progress and jax.process_index() == 0:
         print(plan.notice, file=sys.stderr, flush=True)
@@ -123,8 +142,13 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
     r = Run(config, plan.workdir, rl_config_from(config), tokenizer, model_config,
             train_source, warmup_source, build.Placer(mesh, rules, model_config), verifier,
-            evaluator, keys, progress=progress, reward_model=reward_model, env=env, tools=tools)
-    r.ckpt, resumed = open_checkpoints(config, plan)
+            evaluator, keys, progress=progress, reward_model=reward_model, env=env, tools=tools,
+            release=release)
+    try:
+        r.ckpt, resumed = open_checkpoints(config, plan)
+    except BaseException:
+        release()
+        raise
     return r, resumed
 
 
@@ -176,6 +200,9 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
     tokenizer = loader.tokenizer
     bar = progress_bar(config.sft.steps, bar_desc)
     for i in range(config.sft.steps):
+        if preempt.requested():
+            raise preempt.Preempted("terminated (SIGTERM) during the warm-up, before the first "
+                                    "checkpoint; rerun the same command to start again")
         pb = next(loader)
         comp, comp_mask = datasets.completion_arrays(
             [ex.solution for ex in pb.examples], tokenizer, max_len=n_new)
@@ -256,6 +283,8 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
                         force=True)
     bar = progress_bar(config.rl.steps, "RL", initial=start)  # Resumed steps: not in the rate.
     for i in range(start, config.rl.steps):
+        if preempt.requested():  # (A collective on multi-host runs: every process asks.)
+            stop_on_sigterm(r, i, state, loader, summary, last_eval)
         state, metrics = rl_step(r, program, state, loader, i)
         last_eval = after_rl_step(r, i + 1, state, metrics, loader, summary, last_eval)
         bar.set_postfix(reward=f"{metrics.get('rollout/reward_mean', 0.0):.3f}",
@@ -305,10 +334,28 @@ def after_rl_step(r: Run, step: int, state, metrics, loader, summary, last_eval)
         r.writer.write(step, metrics, phase="rl")
     if config.eval.every and step % config.eval.every == 0 and step < config.rl.steps:
         last_eval = evaluate(r, state.params, step)
-    if _saving(r):  # Every checkpoint.every steps and the last; async, atomic.
+    last = step == config.rl.steps  # (Also saved by a run resumed from a SIGTERM's save.)
+    if r.ckpt is not None and (_saving(r) or last):  # Every checkpoint.every; async, atomic.
         r.ckpt.save(step, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
-                    force=step == config.rl.steps)
+                    force=last)
     return last_eval
+
+
+def stop_on_sigterm(r: Run, step: int, state, loader, summary, last_eval) -> None:
+    """Checkpoints RL step `step` (every process takes part in the save; with
+    checkpoint.every=0 a checkpointer is opened for it) and raises `preempt.Preempted`."""
+    if r.ckpt is None:
+        c = r.config.checkpoint
+        r.ckpt = Checkpointer(os.path.join(r.workdir, workdir_lib.CHECKPOINTS),
+                              max_to_keep=c.keep, async_save=False)
+    r.ckpt.wait()  # A periodic save of this step may be in flight: then it is the one.
+    r.ckpt.save(step, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
+                force=True)
+    r.ckpt.close()
+    r.writer.close()
+    r.samples.close()
+    raise preempt.Preempted(f"terminated (SIGTERM): RL step {step} is saved in "
+                            f"{r.ckpt.directory}; rerun the same command to resume", step)
 
 
 def finish(r: Run, summary, state) -> Dict[str, Any]:
@@ -340,14 +387,17 @@ def open_checkpoints(config, plan: workdir_lib.Plan):
 
 def restore(r: Run, step: int, state):
     """(state, extra) of the checkpoint at `step`, shaped like `state`; a checkpoint that
-    does not fit the config raises `ConfigError` (not orbax's shape text)."""
+    does not fit the config (or is damaged in a way its checksums could not show: one saved
+    without them) raises `ConfigError` (not orbax's shape text)."""
     try:
         restored, extra = r.ckpt.restore(step, _saved_part(state))
         return restored.replace(reward_params=state.reward_params), extra
     except (ValueError, TypeError, KeyError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise ConfigError(f"--workdir: the step-{step} checkpoint in {r.ckpt.directory} does not "
-                          f"fit this config ({first}); use a new --workdir") from e
+                          f"fit this config ({first}); use a new --workdir (if the step is "
+                          f"damaged instead, rename it to {step}.damaged to resume from the "
+                          "one before)") from e
 
 
 def restore_adaptive(r: Run, resumed) -> None:

@@ -14,13 +14,18 @@ A workdir holds ONE run: `config.json` (its config, written when it starts), `me
                                         files of an unknown run, a file instead of a directory
 
 Resuming allows these fields to differ from the checkpointed run: `RESUMABLE`.
+
+Only intact checkpoints count (`train/integrity.py`): damaged newer steps are listed in the
+plan and moved aside by `prepare` (`<step>.damaged`), which also takes the workdir lock
+(`train/lock.py`) and removes what a killed save left (`*.orbax-checkpoint-tmp*`).
 """
 import dataclasses
 import json
 import os
-import shutil
-from typing import List, Optional
+from typing import Callable, List, Optional, Tuple
 
+from rlvr_jax.train import integrity
+from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train.logging import EVENTS_SUFFIX
 from rlvr_jax.train.validate import ConfigError
 
@@ -37,18 +42,30 @@ RESUMABLE = ("rl.steps", "eval.every", "checkpoint.", "log_every", "log_samples_
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """mode: "start" | "restart" | "resume"; resume_step: the checkpoint to resume from;
-    notice: a line for the user ("" when starting a new workdir)."""
+    notice: a line for the user ("" when starting a new workdir); damaged: [(step, what is
+    wrong)] of the damaged checkpoints newer than resume_step, moved aside by `prepare`."""
     workdir: str
     mode: str
     resume_step: Optional[int] = None
     notice: str = ""
+    damaged: Tuple[Tuple[int, str], ...] = ()
 
 
 def plan(config, workdir: str) -> Plan:
     """Reads `workdir` and decides; raises `ConfigError` where the run must not go on."""
     if os.path.exists(workdir) and not os.path.isdir(workdir):
         raise ConfigError(f"--workdir: {workdir} is a file, not a directory")
-    steps = checkpoint_steps(os.path.join(workdir, CHECKPOINTS))
+    directory = os.path.join(workdir, CHECKPOINTS)
+    good, damaged = integrity.newest_good(directory)
+    p = _plan(config, workdir, [] if good is None else [good], bool(damaged))
+    if not damaged:
+        return p
+    notice = integrity.describe(directory, good, damaged)
+    return dataclasses.replace(p, damaged=tuple(damaged),
+                               notice=notice + (f"\n{p.notice}" if p.notice else ""))
+
+
+def _plan(config, workdir: str, steps: List[int], damaged: bool) -> Plan:
     present = [n for n in RUN_FILES if os.path.exists(os.path.join(workdir, n))]
     if not present and not steps:
         return Plan(workdir, "start")
@@ -60,8 +77,9 @@ def plan(config, workdir: str) -> Plan:
     if steps:
         return _resume_plan(config, workdir, stored, steps[-1], finished)
     if finished:
-        raise ConfigError(f"--workdir: {workdir} holds a finished run (summary.json) and no "
-                          "checkpoint to continue from; use a new --workdir")
+        raise ConfigError(f"--workdir: {workdir} holds a finished run (summary.json) " + (
+            "whose checkpoints are all damaged (kept in checkpoints/); nothing to continue from"
+            if damaged else "and no checkpoint to continue from; use a new --workdir"))
     changed = _changes(stored, config)
     if changed:
         raise ConfigError(f"--workdir: {workdir} holds an interrupted run of another config "
@@ -94,27 +112,24 @@ def _resume_plan(config, workdir: str, stored: dict, latest: int, finished: bool
                        f"(to RL step {steps})")
 
 
-def prepare(p: Plan, config) -> None:
-    """Makes the workdir ready for `p` (the first write of a run): on a restart the files of
-    the interrupted run are removed; config.json is (re)written atomically."""
+def prepare(p: Plan, config) -> Callable[[], None]:
+    """Makes the workdir ready for `p` (the first write of a run, process 0): takes its lock
+    (returns the function releasing it), moves damaged checkpoints aside, removes partial
+    ones, and on a restart the files of the interrupted run; (re)writes config.json."""
     os.makedirs(p.workdir, exist_ok=True)
+    release = lock_lib.acquire(p.workdir)
+    directory = os.path.join(p.workdir, CHECKPOINTS)
+    for step, _ in p.damaged:
+        integrity.set_aside(directory, step)
+    integrity.clean_tmp(directory)
     if p.mode == "restart":
         for name in (METRICS, SAMPLES):
             _remove(os.path.join(p.workdir, name))
         for name in os.listdir(p.workdir):
             if name.startswith("events.out.tfevents.") and name.endswith(EVENTS_SUFFIX):
                 _remove(os.path.join(p.workdir, name))
-        shutil.rmtree(os.path.join(p.workdir, CHECKPOINTS), ignore_errors=True)  # Tmp dirs.
     write_json_atomic(os.path.join(p.workdir, CONFIG), _as_dict(config))
-
-
-def checkpoint_steps(directory: str) -> List[int]:
-    """The complete checkpoint steps in `directory` (orbax names them by the step; a save
-    that did not finish is a `<step>.orbax-checkpoint-tmp-*` directory), ascending."""
-    if not os.path.isdir(directory):
-        return []
-    return sorted(int(n) for n in os.listdir(directory)
-                  if n.isdigit() and os.path.isdir(os.path.join(directory, n)))
+    return release
 
 
 def config_diff(old: dict, new: dict, prefix: str = "",
