@@ -167,3 +167,22 @@ def test_library_info_logs_hidden_unless_verbose():
         logging.getLogger().setLevel(root)
         for name, level in saved.items():
             logging.getLogger(name).setLevel(level)
+
+
+def test_closed_event_loop_reports_hidden_unless_verbose():
+    """After a failed save (a full disk) tensorstore's threads report "Event loop is closed"
+    through sys.unraisablehook; the command line hides exactly those, nothing else."""
+    import sys
+    import types
+
+    from rlvr_jax.train.logging import configure_library_logs
+    saved, seen = sys.unraisablehook, []
+    try:
+        sys.unraisablehook = lambda unraisable: seen.append(str(unraisable.exc_value))
+        configure_library_logs(verbose=False)
+        configure_library_logs(verbose=False)  # Installed once, not wrapped twice.
+        for message in ("Event loop is closed", "something else"):
+            sys.unraisablehook(types.SimpleNamespace(exc_value=RuntimeError(message)))
+        assert seen == ["something else"]
+    finally:
+        sys.unraisablehook = saved

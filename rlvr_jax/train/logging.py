@@ -219,6 +219,20 @@ def configure_library_logs(verbose: bool = False) -> None:
         logging.getLogger(name).setLevel(level)
         if not verbose:  # A full disk: the run reports it in one line (train/checkpoint.py).
             logging.getLogger(name).addFilter(_not_disk_full)
+    if not verbose and not getattr(sys.unraisablehook, "quiet_closed_loop", False):
+        sys.unraisablehook = _quiet_closed_loop(sys.unraisablehook)
+
+
+def _quiet_closed_loop(hook):
+    """`hook` (`sys.unraisablehook`) without the "Event loop is closed" errors that
+    tensorstore's I/O threads report when a failed orbax save (a full disk) has closed its
+    event loop: the run reports the failure itself, in one line."""
+    def quiet(unraisable):
+        value = unraisable.exc_value
+        if not (isinstance(value, RuntimeError) and str(value) == "Event loop is closed"):
+            hook(unraisable)
+    quiet.quiet_closed_loop = True
+    return quiet
 
 
 def _not_disk_full(record: logging.LogRecord) -> bool:
