@@ -17,6 +17,7 @@ from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.checkpoint import Checkpointer, checked_step, load_run
 from rlvr_jax.train.logging import read_metrics
 from rlvr_jax.train.validate import ConfigError
+from tests.files import snapshot
 from tests.test_checkpoint import _comparable, _state_leaves_equal, _tiny_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,17 +27,6 @@ QUICK = os.path.join(REPO, "configs", "quickstart.py")
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch):
     monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
-
-
-def _files(root):
-    """{relative path: bytes} of every file under `root`."""
-    out = {}
-    for base, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(base, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = f.read()
-    return out
 
 
 def _dead_pid():
@@ -76,17 +66,17 @@ def test_second_process_on_a_live_workdir_is_one_line_exit_2_nothing_written(tmp
     with open(os.path.join(work, "config.json"), "w") as f:
         f.write("{}")
     release = lock.acquire(work)  # "The live run": this process holds the lock.
-    before = _files(work)
+    before = snapshot(work)
     status = cli.main(["--config", QUICK, "--workdir", work])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert status == 2 and len(err) == 1, err
     assert f"pid {os.getpid()} on {socket.gethostname()}" in err[0]
-    assert _files(work) == before
+    assert snapshot(work) == before
     release()
     # An invalid command on a free workdir: refused before the lock, nothing left behind.
-    before = _files(work)
+    before = snapshot(work)
     assert cli.main(["--config", QUICK, "--workdir", work, "--config.rl.steps=-1"]) == 2
-    assert _files(work) == before
+    assert snapshot(work) == before
 
 
 def test_sigterm_exit_status_is_143_with_one_line(monkeypatch, capsys):

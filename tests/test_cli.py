@@ -13,6 +13,7 @@ import pytest
 from rlvr_jax.train import cli, integrity
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.validate import ConfigError
+from tests.files import snapshot
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = os.path.join(REPO, "configs", "quickstart.py")
@@ -32,17 +33,6 @@ def _compile_listener():
     jax.monitoring.register_event_duration_secs_listener(_on_event)
     yield
     jax.monitoring.unregister_event_duration_listener(_on_event)
-
-
-def _files(root):
-    """{relative path: bytes} of every file under root."""
-    out = {}
-    for base, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(base, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = f.read()
-    return out
 
 
 # Workdir set-ups (written by hand: `workdir.plan` only reads the files).
@@ -253,7 +243,7 @@ def test_bad_input_is_one_line_exit_2_before_any_compilation(tmp_path, capsys, m
     base = argv if "--config" in argv else ["--config", QUICK] + SMALL + argv
     if setup:
         _set_up(setup, work, [a for a in base if not a.startswith("--config.model.")])
-    before = _files(tmp)
+    before = snapshot(tmp)
     capsys.readouterr()
     _COMPILE_EVENTS.clear()
 
@@ -266,7 +256,7 @@ def test_bad_input_is_one_line_exit_2_before_any_compilation(tmp_path, capsys, m
     assert expected.format(work=work) in lines[0]
     assert "Traceback" not in err
     assert _COMPILE_EVENTS == [], "compiled before the error"
-    assert _files(tmp) == before
+    assert snapshot(tmp) == before
 
 
 def _script(args, cwd):
