@@ -222,12 +222,6 @@ def _update_cost_command(args):
     return out
 
 
-def _flops_per_token(mc, context):
-    """Training FLOPs per token: 6·N (all matmul params incl. the LM head) + causal attention."""
-    attention = 6 * mc.n_layers * mc.n_heads * mc.head_dim * context  # 12·L·H·Dh·T / 2 (causal)
-    return 6 * mc.num_params(include_embedding=False) + attention
-
-
 def _update_configs(args):
     """(model, sampling, update) configs of the `train` / `rl_step` flags."""
     from rlvr_jax import sampling
@@ -293,11 +287,8 @@ def train_command(args):
         return metrics
     seconds = _timed(run, args.repeats)
     context = args.prompt_len + args.new_tokens
-    tokens = args.prompts * args.samples * context
-    flops = tokens * _flops_per_token(mc, context)
-    if args.lengths == "real":  # Real tokens, the model's FLOPs over their own lengths.
-        seq = sum(lengths)
-        tokens, flops = int(seq.sum()), update_cost.model_flops(mc, seq)
+    seq = sum(lengths)  # Real tokens per sequence; the model's FLOPs over their own lengths.
+    tokens, flops = int(seq.sum()), update_cost.model_flops(mc, seq)
     out = {"benchmark": "train", "preset": args.preset, "dtype": args.dtype, "remat": args.remat,
            "layer_unroll": mc.layer_unroll, "lengths": args.lengths,
            "pack_length": rl.pack_length, "pack_rows": rl.pack_rows,
