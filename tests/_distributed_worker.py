@@ -135,6 +135,30 @@ rollout = sharding.make_global_batch(dict(zip(("tokens", "mask", "logprobs"), ro
 result["text_terms"] = text_terms(tok, rollout["tokens"], rollout["mask"], rollout["logprobs"])
 result["text_terms_spread"] = not rollout["tokens"].is_fully_addressable
 
+# 6. Bad days over processes: a SIGTERM seen by process 1 only stops both after the same
+#    step; a workdir that a live run holds (a lock only process 0's host can check) is
+#    refused on both.
+import socket  # noqa: E402
+
+from rlvr_jax.train import lock, preempt  # noqa: E402
+from rlvr_jax.train.validate import ConfigError  # noqa: E402
+
+result["sigterm_none"] = preempt.requested()
+preempt._FLAG["set"] = jax.process_index() == 1
+result["sigterm_one"] = preempt.requested()
+preempt._FLAG["set"] = False
+held = ckpt_out + "_workdir"
+if jax.process_index() == 0:
+    os.makedirs(held)
+    with open(os.path.join(held, lock.LOCK), "w") as f:
+        f.write(f"{os.getpid()} {socket.gethostname()}\n")
+distributed.sync("locked")
+try:
+    lock.check_all_processes(held)
+    result["lock_refusal"] = None
+except ConfigError as e:
+    result["lock_refusal"] = str(e)
+
 distributed.sync("done")
 print("RESULT " + json.dumps(result), flush=True)
 distributed.shutdown()

@@ -169,6 +169,8 @@ def test_two_processes_share_one_mesh(tmp_path):
     for r in results:
         assert r["text_terms_spread"]
         assert r["text_terms"] == want
+        assert r["sigterm_none"] is False and r["sigterm_one"] is True  # Both stop alike.
+        assert r["lock_refusal"] and "in use by" in r["lock_refusal"]
 
 
 def _values(tree) -> dict:
