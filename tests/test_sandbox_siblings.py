@@ -18,6 +18,7 @@ import pytest
 
 from rlvr_jax import rewards, tasks
 from rlvr_jax.multiturn.tools import PythonTool
+from rlvr_jax.rewards import _sandbox
 from rlvr_jax.rewards import code as rc
 from rlvr_jax.rewards import components
 
@@ -154,6 +155,8 @@ def test_no_process_survives_its_verdict():
     try:
         assert score([survivor, honest("survivor")], config=cfg) == [0.0, 1.0]
         assert _named(name) == 0  # right after the verdict: no waiting
+        for s in _sandbox._SESSIONS.values():  # and no job's cgroup is left
+            assert not s.cgroup or not any(n.startswith("j") for n in os.listdir(s.cgroup))
         rewards.close_sandboxes()
         assert _named(name) == 0
     finally:  # Before issue 47 they survived: do not leave them on the host.

@@ -175,6 +175,7 @@ def pids_cgroup(name):
             if fields[3] != "/" and rel.startswith(fields[3]):  # a cgroup namespace's root
                 rel = rel[len(fields[3]):]
             path = os.path.join(fields[4] + rel, name)
+            _remove_stale(os.path.dirname(path))
             try:
                 os.mkdir(path, 0o755)
                 with open(os.path.join(path, "pids.max"), "w") as g:
@@ -183,6 +184,27 @@ def pids_cgroup(name):
             except OSError:
                 return None
     return None
+
+
+def _remove_stale(parent):
+    """Removes the cgroups of sandbox servers that are gone (killed with their caller)."""
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith("rlvr_sandbox_")]
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.kill(int(name.rsplit("_", 1)[1]), 0)
+            continue  # its server still runs
+        except ProcessLookupError:
+            pass
+        except (OSError, ValueError):
+            continue
+        path = os.path.join(parent, name)
+        for sub in os.listdir(path):
+            if os.path.isdir(os.path.join(path, sub)):
+                drain_cgroup(os.path.join(path, sub), attempts=100)
+        drain_cgroup(path, attempts=100)
 
 
 def drain_cgroup(path, attempts=10_000):

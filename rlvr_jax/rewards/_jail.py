@@ -309,6 +309,8 @@ def main():
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     iso = {"net": False, "user_dropped": os.geteuid() == 0, "userns": False, "pids": "rlimit"}
     _setup_session(iso)
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # 4 descriptors per job held
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     lib = _load("_confine.py")
     lib["run"] = _load("_harness.py")["run"]
     cgroup = lib["pids_cgroup"](f"rlvr_sandbox_{os.getpid()}") if os.geteuid() == 0 else None
