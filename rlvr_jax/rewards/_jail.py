@@ -82,19 +82,16 @@ def _setup_session(iso):
             pass
 
 
-def _job_process(cfg, hdr, fds, iso, lib):
-    """The trusted per-job process: cgroup, namespaces, the init; exits with the init."""
+def _job_process(cfg, cgroup, sock, iso, lib):
+    """A spare's trusted job process: cgroup, namespaces, the init; exits with the init."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _libc.prctl(PR_SET_DUMPABLE, 0)
-    if hdr.get("cgroup"):
-        with open(os.path.join(hdr["cgroup"], "cgroup.procs"), "w") as f:
+    if cgroup:
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
-    keep = sorted(set(fds.values()) | {2})
+    keep = sorted({sock, 2})
     for lo, hi in zip([-1] + keep, keep + [1 << 16]):
-        os.closerange(lo + 1, hi)  # other jobs' descriptors, the server's socket and pipes
-    job_fd = fds.pop("job")
-    job = json.loads(os.pread(job_fd, os.fstat(job_fd).st_size, 0))
-    os.close(job_fd)
+        os.closerange(lo + 1, hi)  # the server's socket, pipes and other spares' sockets
     iso = dict(iso, pid=False, fs=False, proc=False, ro_root=False, dev=False, init=False)
     if os.geteuid() == 0 or iso.get("userns"):
         iso["pid"] = _unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC)
@@ -110,29 +107,42 @@ def _job_process(cfg, hdr, fds, iso, lib):
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.close(alive_w)
-            _init(cfg, job, iso, fds, lib, alive_r, workdir)
-        except BaseException:  # noqa: BLE001 - set-up failed: said on the output, no results
+            _init(cfg, iso, lib, sock, alive_r, workdir)
+        except BaseException:  # noqa: BLE001 - set-up failed: on the session's stderr
             traceback.print_exc()
         finally:
             os._exit(98)
     os.close(alive_r)
+    os.close(sock)
     _, status = os.waitpid(init[0], 0)  # retried after the SIGTERM handler (PEP 475)
     if workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
-def _init(cfg, job, iso, fds, lib, alive_r, workdir):
-    """PID 1 of the job's namespace: the file system, then the program; reaps orphans."""
+def _init(cfg, iso, lib, sock, alive_r, workdir):
+    """PID 1 of the job's namespace: the file system; then (once its job arrives on
+    ``sock``) the program; reaps orphans until the program exits."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _libc.prctl(PR_SET_DUMPABLE, 0)
     if select.select([alive_r], [], [], 0)[0]:  # the job process died before the prctl
         os._exit(99)
     os.close(alive_r)
     if iso["pid"]:
-        iso.update(lib["minimal_root"](job["disk_mb"], cfg["uid"], cfg["gid"]))
+        iso.update(lib["minimal_root"](1, cfg["uid"], cfg["gid"]))
         iso["proc"] = iso["fs"] and lib["mount"]("proc", "/proc", "proc", 2 | 4 | 8)
         iso["init"] = os.getpid() == 1
+    conn = socket.socket(fileno=sock)
+    msg, got, _, _ = socket.recv_fds(conn, 1 << 12, len(FDS))
+    if not msg or len(got) != len(FDS):
+        os._exit(0)  # the server is gone: never used
+    conn.close()
+    fds = dict(zip(FDS, got))
+    job_fd = fds.pop("job")
+    job = json.loads(os.pread(job_fd, os.fstat(job_fd).st_size, 0))
+    os.close(job_fd)
+    if iso["fs"]:  # the job's size for its /tmp
+        iso["fs"] = lib["mount"](None, "/tmp", None, 32 | 2 | 4, f"size={int(job['disk_mb'])}m")
     program = os.fork()
     if program == 0:
         try:
@@ -206,14 +216,17 @@ def _program_process(cfg, job, iso, fds, lib, workdir):
 
 
 class Server:
-    """The job loop: at most ``parallel`` jobs at once, each with its own deadline."""
+    """The job loop: at most ``parallel`` jobs at once, each with its own deadline. It keeps
+    ``parallel`` spares (a job process and its init, the file system built) forked ahead,
+    before their jobs arrive; a job is handed to a spare."""
 
     def __init__(self, cfg, iso, lib):
         self.cfg, self.iso, self.lib = cfg, iso, lib
         self.sock = socket.socket(fileno=0)
         self.pending = collections.deque()
         self.running = {}  # pid -> [hdr, deadline, start, timed_out, kill_at, cgroup]
-        self.eof, self.parallel = False, 1
+        self.spares, self.cgroups = [], {}  # [(pid, socket)]; pid -> cgroup (spare or job)
+        self.eof, self.parallel, self.seq = False, 1, 0
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
@@ -224,6 +237,8 @@ class Server:
         while not (self.eof and not self.pending and not self.running):
             while self.pending and len(self.running) < self.parallel:
                 self._start(*self.pending.popleft())
+            while not self.eof and len(self.spares) < self.parallel:
+                self.spares.append(self._spawn())
             now = time.monotonic()
             wake = [r[4] if r[3] else r[1] for r in self.running.values()]
             timeout = min(wake, default=now + 60) - now
@@ -248,6 +263,10 @@ class Server:
                 elif run[3] and now >= run[4]:
                     os.kill(pid, signal.SIGKILL)
                     run[4] = now + 60.0
+        for pid, sock in self.spares:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            sock.close()
 
     def _read_job(self):
         msg, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, len(FDS))
@@ -262,46 +281,88 @@ class Server:
         self.parallel = max(1, int(hdr.get("parallel", self.parallel)))
         self.pending.append((hdr, dict(zip(FDS, fds))))
 
-    def _start(self, hdr, fds):
+    def _spawn(self):
+        """A new spare: (pid of its job process, the socket its init takes its job from)."""
+        self.seq += 1
         cgroup = None
         if self.iso["pids"] == "cgroup":
-            cgroup = os.path.join(self.cfg["cgroup"], f"j{int(hdr['id'])}")
+            cgroup = os.path.join(self.cfg["cgroup"], f"s{self.seq}")
             os.mkdir(cgroup, 0o755)
-            with open(os.path.join(cgroup, "pids.max"), "w") as f:
-                f.write(str(int(hdr["processes"]) + TRUSTED_PROCESSES))
-        start = time.monotonic()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
             try:
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                _job_process(self.cfg, dict(hdr, cgroup=cgroup), fds, self.iso, self.lib)
+                _job_process(self.cfg, cgroup, theirs.fileno(), self.iso, self.lib)
             except BaseException:  # noqa: BLE001 - on the session's stderr
                 traceback.print_exc()
             finally:
                 os._exit(98)
+        theirs.close()
+        self.cgroups[pid] = cgroup
+        return pid, ours
+
+    def _start(self, hdr, fds):
+        """Hands a job to a spare (a new one if none is left or the first is dead)."""
+        while True:
+            pid, sock = self.spares.pop(0) if self.spares else self._spawn()
+            cgroup = self.cgroups[pid]
+            try:
+                if cgroup:
+                    with open(os.path.join(cgroup, "pids.max"), "w") as f:
+                        f.write(str(int(hdr["processes"]) + TRUSTED_PROCESSES))
+                socket.send_fds(sock, [json.dumps(hdr).encode()], [fds[k] for k in FDS])
+                break
+            except OSError:
+                os.kill(pid, signal.SIGKILL)  # reaped (and its cgroup removed) by _reap
+            finally:
+                sock.close()
         for fd in fds.values():
             os.close(fd)
+        start = time.monotonic()
         self.running[pid] = [hdr, start + float(hdr["timeout_s"]), start, False, 0.0, cgroup]
 
     def _reap(self):
-        while self.running:
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
+            cgroup = self.cgroups.pop(pid, None)
+            if cgroup and not self.lib["drain_cgroup"](cgroup):
+                sys.stderr.write(f"sandbox: cgroup {cgroup} not emptied\n")
+            self.spares = [s for s in self.spares if s[0] != pid]  # a spare that died
             if pid in self.running:
                 self._finish(pid, status)
 
     def _finish(self, pid, status):
-        hdr, _, start, timed_out, _, cgroup = self.running.pop(pid)
-        if cgroup and not self.lib["drain_cgroup"](cgroup):
-            sys.stderr.write(f"sandbox: job {hdr['id']}: cgroup {cgroup} not emptied\n")
+        hdr, _, start, timed_out, _, _ = self.running.pop(pid)
         reply = {"id": hdr["id"], "timed_out": timed_out, "exit": os.waitstatus_to_exitcode(status),
                  "wall_s": time.monotonic() - start}
         os.write(1, (json.dumps(reply) + "\n").encode())
+
+    def probe(self):
+        """The isolation a job gets, measured with an empty job (for require_isolation)."""
+        job = {"mode": "assert", "program": "", "exprs": [], "disk_mb": 1,
+               "limits": {"memory_mb": 256, "cpu_s": 5, "output_bytes": 1 << 16,
+                          "open_files": 64, "processes": 8}}
+        fds = {k: os.memfd_create(f"rlvr_{k}") for k in FDS}
+        os.write(fds["job"], json.dumps(job).encode())
+        info = os.dup(fds["info"])
+        self._start({"id": -1, "timeout_s": 30, "processes": 8}, fds)
+        (pid,) = self.running
+        os.waitpid(pid, 0)
+        self.running.clear()
+        self.lib["drain_cgroup"](self.cgroups.pop(pid) or "/nonexistent")
+        try:
+            return json.loads(os.pread(info, 1 << 16, 0))["isolation"]
+        except (ValueError, KeyError):
+            return {}
+        finally:
+            os.close(info)
 
 
 def main():
@@ -316,42 +377,18 @@ def main():
     cgroup = lib["pids_cgroup"](f"rlvr_sandbox_{os.getpid()}") if os.geteuid() == 0 else None
     if cgroup:
         iso["pids"], cfg["cgroup"] = "cgroup", cgroup
+    server = Server(cfg, iso, lib)
     if cfg.get("require_isolation"):
-        probe = _probe(cfg, iso, lib)
+        probe = server.probe()
         needed = ("net", "fs", "pid", "init", "user_dropped", "ro_root", "no_new_privs", "seccomp")
         if not all(probe.get(k) for k in needed):
             sys.stderr.write(f"sandbox isolation incomplete: {probe}\n")
             os._exit(96)  # nothing was run
     os.write(1, (json.dumps({"ready": iso, "cgroup": cgroup}) + "\n").encode())
-    Server(cfg, iso, lib).serve()
+    server.serve()
     if cgroup:
         lib["drain_cgroup"](cgroup)
     os._exit(0)
-
-
-def _probe(cfg, iso, lib):
-    """The isolation a job gets, measured with an empty job (for require_isolation)."""
-    job = {"mode": "assert", "program": "", "exprs": [], "disk_mb": 1,
-           "limits": {"memory_mb": 256, "cpu_s": 5, "output_bytes": 1 << 16,
-                      "open_files": 64, "processes": 8}}
-    fds = {k: os.memfd_create(f"rlvr_{k}") for k in FDS}
-    os.write(fds["job"], json.dumps(job).encode())
-    info = os.dup(fds["info"])
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _job_process(cfg, {"id": -1}, fds, iso, dict(lib, run=lambda job: None))
-        finally:
-            os._exit(98)
-    for fd in fds.values():
-        os.close(fd)
-    os.waitpid(pid, 0)
-    try:
-        return json.loads(os.pread(info, 1 << 16, 0))["isolation"]
-    except (ValueError, KeyError):
-        return {}
-    finally:
-        os.close(info)
 
 
 if __name__ == "__main__":
