@@ -140,16 +140,19 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+_PROGRAM = seccomp_program()  # built once, in the server, before any job
+_FILTER = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *ins) for ins in _PROGRAM))
+_X86_64 = platform.machine() == "x86_64"
+
+
 def seccomp():
     """``no_new_privs`` then the filter; (no_new_privs held, filter held). The filter is
     x86-64 only: elsewhere it is not installed (and reported so)."""
     nnp = _libc.prctl(38, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                       ctypes.c_ulong(0)) == 0  # PR_SET_NO_NEW_PRIVS
-    if not nnp or platform.machine() != "x86_64":
+    if not nnp or not _X86_64:
         return nnp, False
-    prog = seccomp_program()
-    buf = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *ins) for ins in prog))
-    fprog = _SockFprog(len(prog), ctypes.addressof(buf))
+    fprog = _SockFprog(len(_PROGRAM), ctypes.addressof(_FILTER))
     ok = _libc.prctl(22, ctypes.c_ulong(2), ctypes.byref(fprog), ctypes.c_ulong(0),
                      ctypes.c_ulong(0)) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
     return nnp, ok

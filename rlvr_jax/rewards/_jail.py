@@ -5,22 +5,25 @@ by :class:`rlvr_jax.rewards._sandbox.Session`). It is trusted, and it stays **cl
 never reads a job's program, tests or results. A job arrives as one message on fd 0 (a
 ``SOCK_SEQPACKET`` socket): a small JSON header (id, timeout, process budget) and four
 memfds made by the caller (the job's JSON, its captured output, its results, its isolation
-report). The server forks a job process that receives these four descriptors only, closes
-its own copies and, once the job is over, answers one JSON line on fd 1 (exit status,
-timed out, wall time); the caller reads the memfds. So each program runs in a fork of a
-process that never held another job's data (a zygote started before any job arrived).
+report). The server hands them to a **spare** (below) and closes its own copies; once the
+job is over it answers one JSON line on fd 1 (exit status, timed out, wall time) and the
+caller reads the memfds. So each program runs in a process that never held another job's
+data: spares are forked from the clean server before their jobs arrive.
 
 Set-up, once: as root a new network namespace (no interfaces but a down loopback) and a
 cgroup-v1 ``pids`` directory; not root an unprivileged user + network namespace when the
-kernel allows one. Per job (``_confine.py`` holds the layers):
+kernel allows one. The server keeps ``parallel`` spares ready; a spare is (``_confine.py``
+holds the layers):
 
-1. the **job process** (trusted; root, or the caller in its user namespace) joins the job's
-   pids cgroup, reads its job, enters new PID, mount and IPC namespaces and forks the init;
-   at the timeout the server sends it ``SIGTERM``, on which it kills the init;
-2. the **init** (trusted, PID 1 of the namespace, the program's parent): the minimal root
-   file system, a private ``/proc``; it forks the program process and reaps every orphan
-   until the program exits, then exits with its status: the kernel kills whatever else is
-   in the namespace before the init is reaped, so nothing of a job outlives its reply;
+1. the **job process** (trusted; root, or the caller in its user namespace): joins its own
+   pids cgroup, keeps only its socket to the server, enters new PID, mount and IPC
+   namespaces and forks the init; at the job's timeout the server sends it ``SIGTERM``, on
+   which it kills the init;
+2. the **init** (trusted, PID 1 of the namespace, not dumpable): the minimal root file
+   system and a private ``/proc``; it waits for its job on the socket (four memfds), sets
+   the size of ``/tmp``, forks the program process and reaps every orphan until the
+   program exits, then exits with its status: the kernel kills whatever else is in the
+   namespace before the init is reaped, so nothing of a job outlives its reply;
 3. the **program process** (PID 2): its own session, descriptors 0-4 only, resource limits,
    a fresh session keyring, the drop to the unprivileged user, a minimal environment,
    ``no_new_privs`` and the seccomp filter; then the harness (``_harness.py``) runs it.
@@ -263,10 +266,12 @@ class Server:
                 elif run[3] and now >= run[4]:
                     os.kill(pid, signal.SIGKILL)
                     run[4] = now + 60.0
-        for pid, sock in self.spares:
+        for pid, sock in self.spares:  # at EOF, after the last job
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
             sock.close()
+            os.waitpid(pid, 0)
+            if self.cgroups.get(pid):
+                self.lib["drain_cgroup"](self.cgroups[pid])
 
     def _read_job(self):
         msg, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, len(FDS))
