@@ -24,6 +24,9 @@ from rlvr_jax.rewards import components
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="the sandbox's user drop needs root")
+# A per-program process budget needs a writable cgroup-v1 pids hierarchy (these machines);
+# elsewhere the sandbox reports pids="rlimit" (docs/verifiers.md) and siblings share one.
+PIDS_CGROUP = IS_ROOT and os.access("/sys/fs/cgroup/pids", os.W_OK)
 # Programs that end by themselves get a budget they cannot hit on a loaded machine.
 CFG = rc.SandboxConfig(timeout_s=600.0, memory_mb=256)
 INPUTS = (4, 7, 11)
@@ -110,7 +113,8 @@ def test_memory_theft_in_the_synthesis_training_path():
     ex = task.generate(1, seed=47)[0]
     steal = SCAN + "EXPR = scan(rb'return (x\\*\\d+\\+\\d+)')\n"
     # A fixed one-line answer, the same for every prompt: what a policy could learn.
-    answer = f"(lambda g: exec({steal!r}, g) or (eval(g['EXPR'], {{'x': x}}) if g['EXPR'] else 0))({{}})"
+    answer = (f"(lambda g: exec({steal!r}, g) or "
+              "(eval(g['EXPR'], {'x': x}) if g['EXPR'] else 0))({})")
     texts = [ex.solution, f"#### {answer}", ex.solution.replace("####", "#### 0+")]
     # The trainer's host scoring with num_workers=0: `code_component` per sample in turn.
     got = [components.code_component(t, ex) for t in texts]
@@ -169,7 +173,7 @@ def test_no_process_survives_its_verdict():
                 pass
 
 
-@root_only
+@pytest.mark.skipif(not PIDS_CGROUP, reason="no writable cgroup-v1 pids hierarchy")
 @pytest.mark.timeout(120)
 def test_fork_bomb_does_not_starve_its_siblings():
     # The bomb holds every process it can get for 2 s; the honest program forks four times
@@ -207,7 +211,8 @@ def read():
 def test_keyrings_are_not_shared():
     # The caller's session keyring holds an answer; a program leaves one in its user's
     # keyring for the next program.
-    assert _libc.syscall(250, 1, b"rlvr47_test") > 0  # KEYCTL_JOIN_SESSION_KEYRING
+    if _libc.syscall(250, 1, b"rlvr47_test") < 0:  # KEYCTL_JOIN_SESSION_KEYRING
+        pytest.skip("keyrings are refused here (e.g. a container's seccomp profile)")
     assert _libc.syscall(248, b"user", b"rlvr47", b"5,3", 3, KEY_SPEC_SESSION) > 0
     rewards.close_sandboxes()  # the next server starts in this session keyring
     reader = KEYS + ("A, B = (int(v) for v in (read() or '0,0').split(','))\n"
@@ -232,7 +237,8 @@ def test_no_shared_writable_directory(visible_dir, monkeypatch):
               "    except OSError:\n        pass\n" + honest("dir"))
     reader = (f"import glob, os\nSPOTS = {spots!r}\nA = B = 0\n"
               f"for d in SPOTS + glob.glob({visible_dir!r} + '/*/'):\n"
-              "    try:\n        A, B = map(int, open(os.path.join(d, 'answer47')).read().split(','))\n"
+              "    try:\n        A, B = map(int, open(os.path.join(d, 'answer47'))"
+              ".read().split(','))\n"
               "    except (OSError, ValueError):\n        pass\n"
               "def f(x):\n    return A * x + B\n")
     try:
@@ -320,4 +326,5 @@ def test_minimal_root_and_seccomp_hold():
     assert (res.passed, res.total) == (len(tests), len(tests)), res
     assert all(res.isolation[k] for k in ("pid", "init", "fs", "ro_root", "dev", "proc",
                                           "keyring", "no_new_privs", "seccomp", "net"))
-    assert res.isolation["pids"] == "cgroup" and res.isolation["uid"] != 0
+    assert res.isolation["pids"] == ("cgroup" if PIDS_CGROUP else "rlimit")
+    assert res.isolation["uid"] != 0
