@@ -125,7 +125,8 @@ def test_fork_bomb_is_bounded():
             "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
             "    if pid == 0:\n        time.sleep(600)\n        os._exit(0)\n"
             "    spawned += 1\n")
-    # The program ends by itself once a fork fails (RLIMIT_NPROC), within any budget.
+    # The program ends by itself once a fork fails (its pids cgroup, else RLIMIT_NPROC),
+    # within any budget.
     res = rc.run_tests(prog, ["assert spawned >= 200"],
                        config=rc.SandboxConfig(timeout_s=600.0, processes=16))
     assert res.status == "ok" and res.passed == 0

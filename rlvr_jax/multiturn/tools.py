@@ -35,7 +35,8 @@ class HostCalculator(HostEnv):
 @dataclasses.dataclass(frozen=True)
 class PythonTool(HostEnv):
     """Runs the call's body as a Python program in the sandbox of `rlvr_jax.rewards.code`
-    (fresh namespaced process, resource limits, killed at `timeout_s`); the observation is
+    (a fresh namespaced process that never held another call's program or output, resource
+    limits, killed at `timeout_s`); the observation is
     its stdout (stripped, cut to the observation budget), or `error_text` when it raised,
     crashed or timed out."""
     memory_mb: int = 256

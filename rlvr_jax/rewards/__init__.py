@@ -3,7 +3,10 @@
 Host verifiers map ``(completion: str, reference) -> float`` (or a dict with named
 components) and run batched in a :class:`RewardPool`; array helpers (overlong
 penalty, combination) work on ``[B]`` arrays, the overlong penalty also inside jit.
+``close_sandboxes()`` stops the code sandbox's servers and every program they run (it also
+runs at exit; the next code reward starts a new one).
 """
+from rlvr_jax.rewards._sandbox import close_sandboxes
 from rlvr_jax.rewards.code import (SandboxConfig, SandboxResult, code_reward, code_rewards,
                                    extract_code, run_tests, run_tests_batch)
 from rlvr_jax.rewards.combine import CombinedReward, RewardTerm, combine_components, reward_metrics
@@ -17,8 +20,8 @@ from rlvr_jax.rewards.noise import noise_corrected_reward
 from rlvr_jax.rewards.pool import RewardPool
 
 __all__ = [
-    "SandboxConfig", "SandboxResult", "code_reward", "code_rewards", "extract_code", "run_tests",
-    "run_tests_batch",
+    "SandboxConfig", "SandboxResult", "close_sandboxes", "code_reward", "code_rewards",
+    "extract_code", "run_tests", "run_tests_batch",
     "CombinedReward", "RewardTerm", "combine_components", "reward_metrics",
     "majority_vote_from_completions", "majority_vote_rewards",
     "extract_tag", "format_reward",

@@ -1,8 +1,8 @@
 """Sandbox side of the code reward: runs one program and reports what it computed.
 
 Loaded by the sandbox server (``_jail.py``) once per session; :func:`run` is called in
-each job's program process (unprivileged, PID 1 of its own namespace) with fd 1 and 2 the
-captured output and fd 3 the result file. Nothing here decides whether a test passed:
+each job's program process (unprivileged, PID 2 of its own namespace, the child of a
+trusted init) with fd 1 and 2 the captured output and fd 3 the result file. Nothing here decides whether a test passed:
 the harness only reports **values** — in ``"assert"`` mode the JSON value of each
 expression it was given (the non-literal operands of the tests' comparisons), in ``"io"``
 mode the stdout of the program on each stdin case — and the trusted caller compares them

@@ -11,22 +11,31 @@ printed or forged result lines can therefore only supply values for inputs the p
 was shown — never a pass it did not compute.
 
 **Throughput.** One sandbox server per process (``_sandbox.py``, started on first use and
-reused) forks a fresh namespaced process per program; a batch (:func:`run_tests_batch`,
+reused; :func:`rlvr_jax.rewards.close_sandboxes` stops it, and it stops at exit) forks a
+fresh namespaced process tree per program; a batch (:func:`run_tests_batch`,
 :func:`code_rewards`) runs ``parallel`` programs at once and identical programs once.
 :func:`code_reward` / :func:`code_rewards` also remember the results of programs that
 finished (``status == "ok"``) in a per-process LRU cache, so the same program on the same
 tests is run once per process.
 
-Containment (see docs/verifiers.md for what each layer stops):
+Containment (see docs/verifiers.md, "Code sandbox", for what each layer stops and what
+stays open):
 
-* per program: new PID, mount and IPC namespaces (every process the program starts dies
-  with it), a fresh size-limited tmpfs working directory (other world-writable directories
-  covered read-only), its own session, ``SIGKILL`` at the per-program wall-clock timeout;
+* siblings: the server never reads a job (jobs and results travel as memfds between this
+  process and the job's own processes), so no program runs in a process that held another
+  job's program, tests or output;
+* per program: a trusted init as PID 1 of new PID, mount and IPC namespaces (everything the
+  program starts dies with it, before its verdict), a pids cgroup of its own
+  (``processes``), ``SIGKILL`` at the per-program wall-clock timeout;
+* a minimal file system: host mounts read-only and ``nosuid``, a fresh size-limited tmpfs
+  working directory (the only writable one), ``/dev`` reduced to null, zero, random,
+  urandom, empty ``/run``;
 * ``resource.setrlimit``: address space, CPU seconds, file size (bounds output floods),
-  open files, number of processes (bounds fork bombs), no core dumps;
+  open files, no core dumps;
+* a fresh session keyring, ``no_new_privs`` and a seccomp filter (no keyrings, ptrace,
+  mounts, namespaces, Unix / netlink / vsock sockets, io_uring, bpf);
 * as root: a new network namespace (no interfaces but a down loopback) and a drop to an
-  unprivileged user (``nobody``) running the system interpreter, because limits such as
-  ``RLIMIT_NPROC`` do not bind root;
+  unprivileged user (``nobody``) running the system interpreter;
 * a minimal environment (``PATH``, ``HOME``, ``LANG``): no inherited secrets.
 
 What the kernel refuses is reported in :attr:`SandboxResult.isolation`; set
@@ -62,15 +71,18 @@ class SandboxConfig:
       timeout_s: wall-clock limit of one program (all its tests), from its fork.
       memory_mb: address-space limit (RLIMIT_AS) of each sandboxed process.
       cpu_s: CPU-seconds limit; default ``ceil(timeout_s) + 1``.
-      processes: RLIMIT_NPROC for the unprivileged user (counts all its processes).
+      processes: processes (and threads) the program may have at once: its own pids cgroup
+        where the host has a writable cgroup-v1 ``pids`` hierarchy (as root), else
+        RLIMIT_NPROC (a count over all the sandbox user's processes, shared by siblings).
       output_bytes: largest file, including captured stdout/stderr, the program may write.
       open_files: RLIMIT_NOFILE.
-      disk_mb: size of the tmpfs working directory (root only).
+      disk_mb: size of the tmpfs working directory (with a mount namespace).
       user: unprivileged user to run as when the caller is root.
       python: interpreter for the sandbox; default: ``sys.executable`` when not root,
         else the first system ``python3`` the unprivileged user can execute.
-      require_isolation: raise RuntimeError (without running the program) when a namespace
-        or the user drop could not be set up.
+      require_isolation: raise RuntimeError (without running the program) when a namespace,
+        the init, the read-only root, the user drop, no_new_privs or seccomp could not be
+        set up.
     """
     timeout_s: float = 1.0
     memory_mb: int = 512
