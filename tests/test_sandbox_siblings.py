@@ -91,7 +91,10 @@ def visible_dir():
     program gets fresh), removed afterwards."""
     if not IS_ROOT:
         pytest.skip("needs root")
-    path = tempfile.mkdtemp(prefix="rlvr_test47_", dir="/")
+    try:
+        path = tempfile.mkdtemp(prefix="rlvr_test47_", dir="/")
+    except OSError as e:  # A read-only /: no place outside /tmp that programs all see.
+        pytest.skip(f"cannot make a directory in /: {e}")
     os.chmod(path, 0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
