@@ -153,9 +153,22 @@ def _numbers(record: dict) -> Dict[str, float]:
 
 
 def read_metrics(path: str) -> list:
-    """The records of a metrics.jsonl file (a list of dicts)."""
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of a metrics.jsonl file (a list of dicts). A last line cut short (a run
+    killed mid-write: no newline, not JSON) is left out; a bad line anywhere else is a
+    ValueError naming its 1-based line number."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError as e:
+            if number == len(lines):  # No newline after it: the write was cut short.
+                break
+            raise ValueError(f"line {number}: not JSON ({e})") from None
+    return records
 
 
 def read_tensorboard_scalars(logdir: str) -> Dict[str, list]:

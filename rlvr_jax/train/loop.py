@@ -122,7 +122,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     with user_input("model.hf_checkpoint" if config.model.hf_checkpoint else "model"):
         model_config = build_model_config(config, tokenizer)
     task, train_source, test_source, warmup_source = build.build_sources(config)
-    for source in {id(s): s for s in (train_source, warmup_source)}.values():
+    for source in {id(s): s for s in (train_source, warmup_source, test_source)}.values():
         build.check_fit(config, model_config, tokenizer, source)
     with user_input("mesh"):
         mesh, rules = build_mesh(config)
