@@ -205,6 +205,8 @@ def _evaluation_and_placement(c: ml_collections.ConfigDict) -> None:
     c.log_every = 1                  # RL steps between metrics.jsonl lines.
     c.log_samples_every = 10         # RL steps between completions logged to samples.jsonl (0: off).
     c.log_num_samples = 4            # Completions logged each time (one per prompt).
+    c.log_wandb = ""                 # A W&B project to log metrics to too ("" off; the wandb
+    #                                  extra; WANDB_MODE=offline logs to <workdir>/wandb/).
 
 
 def arithmetic_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:

@@ -1,4 +1,5 @@
-"""Metrics to `metrics.jsonl` (one JSON object per line), TensorBoard events and a progress bar."""
+"""Metrics to `metrics.jsonl` (one JSON object per line), TensorBoard events, optionally
+Weights & Biases (`train/wandb_log.py`), and a progress bar."""
 import json
 import logging
 import math
@@ -62,7 +63,9 @@ class MetricsWriter:
     and, when `tensorboard` is on and tensorboardX is installed, writes every metric as a
     TensorBoard scalar (tag = metric name, e.g. `eval/pass@1`) to event files in `workdir`.
 
-    Only the main process writes on multi-host runs (pass `enabled=False` elsewhere).
+    With `wandb_project`, every record also goes to a W&B run (`wandb_log.WandbScalars`,
+    opened at the first write). Only the main process writes on multi-host runs (pass
+    `enabled=False` elsewhere).
     Non-finite floats are written as null in the JSONL so every line stays valid JSON
     (TensorBoard receives them as NaN/Inf).
 
@@ -72,8 +75,8 @@ class MetricsWriter:
     """
 
     def __init__(self, workdir: str, *, enabled: bool = True, filename: str = "metrics.jsonl",
-                 tensorboard: bool = True):
-        self.enabled = enabled
+                 tensorboard: bool = True, wandb_project: str = ""):
+        self.enabled, self._wandb_project, self._wandb = enabled, wandb_project, None
         self.path = os.path.join(workdir, filename)
         self._file = open(self.path, "a", encoding="utf-8") if enabled else None
         self._tb = None
@@ -103,8 +106,21 @@ class MetricsWriter:
         if self._tb is not None:
             self._tb.add_scalars(step, values, walltime=now)
             self._tb.flush()
+        if self._wandb_project and self._wandb is None:
+            from rlvr_jax.train.wandb_log import WandbScalars
+            self._wandb = WandbScalars(self._wandb_project, self.path)
+        if self._wandb is not None:
+            self._wandb.add_scalars(step, values, walltime=now)
+
+    @property
+    def wandb(self):
+        """The `wandb_log.WandbScalars` once the first record was written, else None."""
+        return self._wandb
 
     def close(self) -> None:
+        if self._wandb is not None:
+            self._wandb.close()
+            self._wandb = None
         if self._file is not None:
             self._file.close()
             self._file = None

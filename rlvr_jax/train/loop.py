@@ -170,7 +170,7 @@ def open_logs(r: Run, resumed: Optional[Dict[str, Any]] = None) -> None:
             if offset is not None and os.path.exists(path) and os.path.getsize(path) > offset:
                 with open(path, "r+b") as f:
                     f.truncate(offset)
-    r.writer = MetricsWriter(r.workdir, enabled=main)
+    r.writer = MetricsWriter(r.workdir, enabled=main, wandb_project=r.config.log_wandb)
     r.samples = SampleWriter(r.workdir, enabled=main)
 
 
