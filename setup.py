@@ -23,6 +23,8 @@ EXTRAS = {
     "tfds": ["tensorflow-datasets>=4.9", "array_record>=0.8", "importlib_resources>=6"],
     # TensorBoard event files and PNG plots (install `tensorboard` itself to view the logs).
     "viz": ["tensorboardX>=2.6", "matplotlib>=3.8"],
+    # Weights & Biases logging (`--config.log_wandb=PROJECT`).
+    "wandb": ["wandb>=0.31"],
 }
 # torch==2.13.0 is the CPU build; torch/transformers are only a numeric-parity reference.
 # The tests also exercise every optional extra.
@@ -30,7 +32,7 @@ EXTRAS["test"] = sorted(set(
     ["chex>=0.1.92", "pytest>=9.0", "pytest-timeout>=2.4", "torch==2.13.0", "transformers>=5.0",
      "nbformat>=5.10", "nbclient>=0.10", "ipykernel>=6.29", "pytest-xdist>=3.5",
      "hypothesis>=6.100"]
-    + EXTRAS["math"] + EXTRAS["parquet"] + EXTRAS["tfds"] + EXTRAS["viz"]))
+    + EXTRAS["math"] + EXTRAS["parquet"] + EXTRAS["tfds"] + EXTRAS["viz"] + EXTRAS["wandb"]))
 
 setup(
     name="rlvr_jax",

@@ -87,7 +87,7 @@ def main(argv=None):
     try:
         records = read_metrics(path)
     except ValueError as e:
-        _fail(f"{path}: not JSON lines ({e})")
+        _fail(f"{path}: {e}")
     available = numeric_keys(records)
     if args.keys:
         keys = args.keys.split(",")

@@ -136,7 +136,8 @@ def test_jsonl_bad_input(tmp_path):
         datasets.read_jsonl(path)
     skipped = datasets.read_jsonl(path, on_error="skip")
     assert [e.prompt for e in skipped.examples] == ["1+1="]
-    assert skipped.stats == {"missing_field": 2, "bad_utf8": 1, "bad_json": 1, "bad_type": 1}
+    assert skipped.stats == {"missing_field": 2, "bad_utf8": 1, "bad_json": 1, "bad_type": 1,
+                             "too_long": 0}
     renamed = datasets.read_jsonl(path, prompt_field="question", answer_field="solution",
                                   metadata_fields=["src"], on_error="skip")
     (ex,) = renamed.examples

@@ -186,3 +186,23 @@ def test_closed_event_loop_reports_hidden_unless_verbose():
         assert seen == ["something else"]
     finally:
         sys.unraisablehook = saved
+
+
+def test_wandb_offline_gets_every_record_and_a_resume_keeps_the_run(tmp_path, monkeypatch):
+    """`log_wandb` in W&B's offline mode (no network): each record lands in the W&B run (its
+    summary holds the last values) and the run id survives a resume of the workdir."""
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    writer = MetricsWriter(str(tmp_path), tensorboard=False, wandb_project="rlvr-test")
+    writer.write(0, {"sft/loss": 2.5}, phase="sft")
+    writer.write(1, {"train/reward": 0.25, "eval/pass@1": 0.5})
+    summary, run_id = dict(writer.wandb.run.summary), writer.wandb.run.id
+    assert (summary["sft/loss"], summary["train/reward"], summary["step"]) == (2.5, 0.25, 1)
+    writer.close()
+    assert any(name.endswith(run_id) for name in os.listdir(tmp_path / "wandb"))
+    resumed = MetricsWriter(str(tmp_path), tensorboard=False, wandb_project="rlvr-test")
+    resumed.write(2, {"train/reward": 0.75})
+    assert resumed.wandb.run.id == run_id
+    resumed.close()
+    assert len(read_metrics(str(tmp_path / "metrics.jsonl"))) == 3

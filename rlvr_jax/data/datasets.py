@@ -10,9 +10,12 @@ Sources (each gives `rlvr_jax.tasks.Example`s, so host verifiers work on every s
                                                        the prepared array_record files through
                                                        `tfds.data_source`
 
-Bad input: a missing field, a line that is not JSON or not UTF-8, or a non-text prompt is a
+Bad input: a missing field, a line that is not JSON or not UTF-8, a non-text prompt, an
+answer that is neither text nor a number (null, a list, an object, true/false), an integer
+too long for Python's JSON reader (over 4300 digits) or a line over `MAX_LINE_BYTES` is a
 ValueError naming the file and row (``on_error="raise"``, the default) or a skipped row
-counted in `ExampleList.stats` (``on_error="skip"``). An empty dataset is a ValueError.
+counted in `ExampleList.stats` (``on_error="skip"``). Reading holds one line at a time, and
+never more than `MAX_LINE_BYTES` of it. An empty dataset is a ValueError.
 
 Loader:
 
@@ -42,6 +45,7 @@ import numpy as np
 from rlvr_jax.tasks import base as task_base
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+MAX_LINE_BYTES = 16 * 2**20  # A longer JSONL line is a bad row, read no further than this.
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,8 +116,26 @@ def _to_text(value, what: str) -> str:
     if isinstance(value, str):
         return value
     if what.startswith("prompt"):
-        raise _RowError("bad_type", f"{what} must be text, got {type(value).__name__}")
+        raise _RowError("bad_type", f"{what} must be text, got {_json_type(value)}")
     return str(value)
+
+
+def _answer_text(value, what: str) -> str:
+    """An answer as text: text, or a number written out. Anything else (null, a list, an
+    object, true/false) would become a reference like "None" that a completion can match,
+    so it is a bad row."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _RowError("bad_type", f"{what} must be text or a finite number, got {value}")
+        return str(value)
+    if isinstance(value, (str, bytes)):
+        return _to_text(value, what)
+    raise _RowError("bad_type", f"{what} must be text or a number, got {_json_type(value)}")
+
+
+def _json_type(value) -> str:
+    names = {type(None): "null", bool: "true/false", list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 class _RowError(Exception):
@@ -144,7 +166,7 @@ def _convert(numbered, *, name, prompt_field, answer_field, metadata_fields, on_
              key_prefix) -> ExampleList:
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    stats = {"missing_field": 0, "bad_utf8": 0, "bad_json": 0, "bad_type": 0}
+    stats = {"missing_field": 0, "bad_utf8": 0, "bad_json": 0, "bad_type": 0, "too_long": 0}
     examples = []
     for row, rec in numbered:
         try:
@@ -154,7 +176,7 @@ def _convert(numbered, *, name, prompt_field, answer_field, metadata_fields, on_
             if missing:
                 raise _RowError("missing_field", f"missing field(s) {missing}; has {sorted(rec)}")
             prompt = _to_text(rec[prompt_field], f"prompt field {prompt_field!r}")
-            answer = _to_text(rec[answer_field], f"answer field {answer_field!r}")
+            answer = _answer_text(rec[answer_field], f"answer field {answer_field!r}")
             if metadata_fields == "*":
                 meta_names = [k for k in rec if k not in (prompt_field, answer_field)]
             else:
@@ -198,9 +220,28 @@ def split_by_prompt(source: ExampleList, *, test_fraction: float,
                                             f"prompts, eval_fraction {test_fraction:g})"))
 
 
-def _read_jsonl_records(path: pathlib.Path):
+def _jsonl_lines(f, limit: int):
+    """Each line of binary file `f`, or None for a line longer than `limit` bytes (the rest of
+    which is read in `limit`-sized pieces and thrown away): memory stays within `limit`."""
+    while True:
+        raw = f.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw
+            continue
+        while raw and not raw.endswith(b"\n"):
+            raw = f.readline(limit)
+        yield None
+
+
+def _read_jsonl_records(path: pathlib.Path, limit: int):
     with open(path, "rb") as f:
-        for raw in f:
+        for raw in _jsonl_lines(f, limit):
+            if raw is None:
+                yield _RowError("too_long", f"line is longer than {limit} bytes "
+                                            "(datasets.MAX_LINE_BYTES)")
+                continue
             if not raw.strip():
                 yield None
                 continue
@@ -214,6 +255,10 @@ def _read_jsonl_records(path: pathlib.Path):
             except json.JSONDecodeError as e:
                 yield _RowError("bad_json", f"not JSON: {e.msg}")
                 continue
+            except ValueError:  # Python refuses integers of more than 4300 digits.
+                yield _RowError("bad_json", "a number has more digits than Python's JSON reader "
+                                            "takes (4300)")
+                continue
             yield rec if isinstance(rec, dict) else _RowError("bad_json", "line is not a JSON object")
 
 
@@ -224,7 +269,8 @@ def read_jsonl(path, *, prompt_field: str = "prompt", answer_field: str = "answe
     path = pathlib.Path(path)
     if not path.is_file():
         raise ValueError(f"JSONL file not found: {path}")
-    numbered = ((line, rec) for line, rec in enumerate(_read_jsonl_records(path), start=1)
+    records = _read_jsonl_records(path, MAX_LINE_BYTES)
+    numbered = ((line, rec) for line, rec in enumerate(records, start=1)
                 if rec is not None)
     return _convert(numbered, name=f"{path} line", prompt_field=prompt_field,
                     answer_field=answer_field, metadata_fields=metadata_fields,
@@ -376,6 +422,15 @@ class PromptLoader:
             return text, None, False
         head = ids[:1] if self.add_bos else []
         return text, head + ids[len(ids) - (limit - len(head)):], True
+
+    def overflow_count(self) -> tuple[int, int, int]:
+        """(n_long, n, longest) over a finite source: how many of its n prompts are longer
+        than `max_prompt_len` tokens (chat template and BOS included), and the longest
+        prompt's token count. Reads every prompt once; the loader's position is unchanged."""
+        lengths = [len(self.tokenizer.encode(
+            self.chat_template.render(ex.prompt) if self.chat_template else ex.prompt,
+            add_bos=self.add_bos)) for ex in (self.source[i] for i in range(len(self.source)))]
+        return sum(n > self.max_prompt_len for n in lengths), len(lengths), max(lengths)
 
     # -- iteration -------------------------------------------------------------------------
     def __iter__(self):

@@ -153,8 +153,12 @@ def attach(config, source, loader):
 
 
 def loader_metrics(config, loader) -> Dict[str, float]:
-    """data/filtered and data/forced (counts since the start) with a filter, else {}."""
-    if not config.data.filter.enabled:
-        return {}
-    state = loader.state()
-    return {"data/filtered": float(state["filtered"]), "data/forced": float(state["forced"])}
+    """Counts since the start: data/dropped (a file's prompts over data.max_prompt_len)
+    for file data, data/filtered and data/forced with a filter."""
+    state, out = loader.state(), {}
+    if config.data.source != "task":
+        out["data/dropped"] = float(state["dropped"])
+    if config.data.filter.enabled:
+        out.update({"data/filtered": float(state["filtered"]),
+                    "data/forced": float(state["forced"])})
+    return out

@@ -102,6 +102,8 @@ def check_fit(config, model_config, tokenizer, source, sample: int = 64) -> None
     if not kept:
         raise ConfigError(f"data.max_prompt_len: all of the first {n} prompts are longer than "
                           f"{config.data.max_prompt_len} tokens (data.overflow=drop drops them)")
+    if getattr(source, "finite", True) and not isinstance(source, datasets.TaskSource):
+        check_prompt_lengths(config, loader, getattr(source, "name", "the data"))
     top, v = max(ids), model_config.vocab_size
     if top >= v:
         field = "model.vocab_size" if config.model.vocab_size else "tokenizer"
@@ -110,25 +112,68 @@ def check_fit(config, model_config, tokenizer, source, sample: int = 64) -> None
                           "it is not this model's tokenizer")
 
 
+def check_prompt_lengths(config, loader, name: str) -> None:
+    """Counts the prompts of a file longer than `data.max_prompt_len` and prints the count
+    with the longest prompt's length (once, at start); raises `ConfigError` when
+    `data.overflow=drop` would drop more than `data.max_drop_fraction` of them."""
+    d = config.data
+    if not 0 <= d.max_drop_fraction <= 1:
+        raise ConfigError(f"data.max_drop_fraction: must be in [0, 1], got {d.max_drop_fraction}")
+    n_long, n, longest = loader.overflow_count()
+    if not n_long:
+        return
+    fraction, action = n_long / n, {"drop": "dropped", "truncate": "truncated"}[d.overflow]
+    if d.overflow == "drop" and fraction > d.max_drop_fraction:
+        raise ConfigError(f"data.max_prompt_len: {n_long} of {n} prompts of {name} "
+                          f"({fraction:.1%}) are longer than {d.max_prompt_len} tokens, more "
+                          f"than data.max_drop_fraction={d.max_drop_fraction:g} may drop; the "
+                          f"longest has {longest} tokens: set data.max_prompt_len={longest} "
+                          "(or data.overflow=truncate)")
+    print(f"data: {n_long} of {n} prompts of {name} are longer than data.max_prompt_len="
+          f"{d.max_prompt_len} tokens and are {action} (the longest has {longest})", flush=True)
+
+
 def file_sources(d, read):
     """(train, held-out) ExampleLists of a file: `d.eval_path` when given (a warning names
     the prompts it shares with the training file), else a hash split of `d.path`
     (`datasets.split_by_prompt`, `d.eval_fraction`). The held-out list's name says which."""
-    fields = dict(prompt_field=d.prompt_field, answer_field=d.answer_field)
+    fields = dict(prompt_field=d.prompt_field, answer_field=d.answer_field,
+                  on_error="skip" if d.skip_bad_rows else "raise")
     with user_input("data.path"):
-        data = read(d.path, **fields)
+        data = _read_reporting_skips(read, d.path, fields)
     if not d.eval_path:
         with user_input("data.eval_fraction"):
-            return datasets.split_by_prompt(data, test_fraction=d.eval_fraction, name=d.path)
+            data, test = datasets.split_by_prompt(data, test_fraction=d.eval_fraction, name=d.path)
+        return data, _warn_if_small(test)
     with user_input("data.eval_path"):
-        test = read(d.eval_path, **fields)
+        test = _read_reporting_skips(read, d.eval_path, fields)
     shared = {ex.prompt for ex in data.examples} & {ex.prompt for ex in test.examples}
     test.name = f"data.eval_path {d.eval_path} ({len(test)} prompts)"
     if shared:
         print(f"warning: {len(shared)} prompts of data.eval_path {d.eval_path} are also in "
               f"data.path {d.path}", flush=True)
         test.name += f", {len(shared)} also in data.path"
-    return data, test
+    return data, _warn_if_small(test)
+
+
+MIN_HELD_OUT = 100  # Below it a pass@1 95% interval is wider than about +-0.1 (1.96 * 0.5 / 10).
+
+
+def _read_reporting_skips(read, path, fields):
+    data = read(path, **fields)
+    skipped = {k: v for k, v in data.stats.items() if v}
+    if skipped:
+        print(f"data: skipped {sum(skipped.values())} bad rows of {path} (data.skip_bad_rows): "
+              + ", ".join(f"{k} {v}" for k, v in skipped.items()), flush=True)
+    return data
+
+
+def _warn_if_small(test):
+    if len(test) < MIN_HELD_OUT:
+        print(f"warning: the held-out set has {len(test)} prompts; below {MIN_HELD_OUT} its "
+              "pass@1 interval is wider than about +-0.1 (give data.eval_path or raise "
+              "data.eval_fraction)", flush=True)
+    return test
 
 
 def eval_data_name(config, test_source) -> str:

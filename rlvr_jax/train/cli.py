@@ -131,6 +131,12 @@ def parse(argv: List[str]):
         config = holder.value
     except Exception as e:  # The file loaded above; an override failed to apply.
         raise UsageError(f"{config_path}: {_first_line(e)}") from None
+    if config.log_wandb:
+        from rlvr_jax.train.wandb_log import require
+        try:
+            require()
+        except ImportError as e:
+            raise UsageError(f"log_wandb: {e}") from None
     return config, workdir
 
 

@@ -61,6 +61,10 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.data.answer_field = "answer"   # ...and the reference answer.
     c.data.max_prompt_len = 16       # Tp: prompts are left-padded to it; longer ones...
     c.data.overflow = "drop"         # ...are dropped, truncated or an error.
+    c.data.max_drop_fraction = 0.01  # overflow=drop: an error when a file has more too-long
+    #                                  prompts than this share (each run prints the count).
+    c.data.skip_bad_rows = False     # jsonl/parquet/tfds: skip and count bad rows (a null
+    #                                  answer, bad JSON, ...) instead of an error naming them.
     c.data.chat_template = ""        # Optional template applied to every prompt.
 
     c.data.eval_path = ""            # jsonl/parquet: held-out file; "" = a hash split of path
@@ -201,6 +205,8 @@ def _evaluation_and_placement(c: ml_collections.ConfigDict) -> None:
     c.log_every = 1                  # RL steps between metrics.jsonl lines.
     c.log_samples_every = 10         # RL steps between completions logged to samples.jsonl (0: off).
     c.log_num_samples = 4            # Completions logged each time (one per prompt).
+    c.log_wandb = ""                 # A W&B project to log metrics to too ("" off; the wandb
+    #                                  extra; WANDB_MODE=offline logs to <workdir>/wandb/).
 
 
 def arithmetic_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:

@@ -61,10 +61,12 @@ def field_help(config: ml_collections.ConfigDict) -> List[Tuple[str, object, str
     comments = _source_comments()
     rl_docs = _docstring_entries(rl_config.RLConfig.__doc__, "Attributes")
     dist_docs = _docstring_entries(distributed.default_config.__doc__, "Fields")
-    out = []
+    out, rank = [], _source_order(list(comments) + ["rl." + k for k in rl_docs] +
+                                  ["distributed." + k for k in dist_docs])
 
     def walk(node, prefix):
-        for key in sorted(node.keys()):
+        # Source order, not alphabetical: a "..." comment continues the field above it.
+        for key in sorted(node.keys(), key=lambda k: (rank.get(prefix + k, len(rank)), k)):
             dotted, value = prefix + key, node[key]
             if isinstance(value, ml_collections.ConfigDict) and dotted not in (
                     "data.task_kwargs", "data.mixture_tasks"):
@@ -79,6 +81,16 @@ def field_help(config: ml_collections.ConfigDict) -> List[Tuple[str, object, str
 
     walk(config, "")
     return out
+
+
+def _source_order(names: List[str]) -> Dict[str, int]:
+    """{dotted name or section: position of its first field in `names`}."""
+    rank: Dict[str, int] = {}
+    for i, name in enumerate(names):
+        parts = name.split(".")
+        for j in range(1, len(parts) + 1):
+            rank.setdefault(".".join(parts[:j]), i)
+    return rank
 
 
 def format_help(config: ml_collections.ConfigDict, width: int = 100) -> str:

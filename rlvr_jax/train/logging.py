@@ -1,4 +1,5 @@
-"""Metrics to `metrics.jsonl` (one JSON object per line), TensorBoard events and a progress bar."""
+"""Metrics to `metrics.jsonl` (one JSON object per line), TensorBoard events, optionally
+Weights & Biases (`train/wandb_log.py`), and a progress bar."""
 import json
 import logging
 import math
@@ -62,7 +63,9 @@ class MetricsWriter:
     and, when `tensorboard` is on and tensorboardX is installed, writes every metric as a
     TensorBoard scalar (tag = metric name, e.g. `eval/pass@1`) to event files in `workdir`.
 
-    Only the main process writes on multi-host runs (pass `enabled=False` elsewhere).
+    With `wandb_project`, every record also goes to a W&B run (`wandb_log.WandbScalars`,
+    opened at the first write). Only the main process writes on multi-host runs (pass
+    `enabled=False` elsewhere).
     Non-finite floats are written as null in the JSONL so every line stays valid JSON
     (TensorBoard receives them as NaN/Inf).
 
@@ -72,8 +75,8 @@ class MetricsWriter:
     """
 
     def __init__(self, workdir: str, *, enabled: bool = True, filename: str = "metrics.jsonl",
-                 tensorboard: bool = True):
-        self.enabled = enabled
+                 tensorboard: bool = True, wandb_project: str = ""):
+        self.enabled, self._wandb_project, self._wandb = enabled, wandb_project, None
         self.path = os.path.join(workdir, filename)
         self._file = open(self.path, "a", encoding="utf-8") if enabled else None
         self._tb = None
@@ -103,8 +106,21 @@ class MetricsWriter:
         if self._tb is not None:
             self._tb.add_scalars(step, values, walltime=now)
             self._tb.flush()
+        if self._wandb_project and self._wandb is None:
+            from rlvr_jax.train.wandb_log import WandbScalars
+            self._wandb = WandbScalars(self._wandb_project, self.path)
+        if self._wandb is not None:
+            self._wandb.add_scalars(step, values, walltime=now)
+
+    @property
+    def wandb(self):
+        """The `wandb_log.WandbScalars` once the first record was written, else None."""
+        return self._wandb
 
     def close(self) -> None:
+        if self._wandb is not None:
+            self._wandb.close()
+            self._wandb = None
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -153,9 +169,22 @@ def _numbers(record: dict) -> Dict[str, float]:
 
 
 def read_metrics(path: str) -> list:
-    """The records of a metrics.jsonl file (a list of dicts)."""
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of a metrics.jsonl file (a list of dicts). A last line cut short (a run
+    killed mid-write: no newline, not JSON) is left out; a bad line anywhere else is a
+    ValueError naming its 1-based line number."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError as e:
+            if number == len(lines):  # No newline after it: the write was cut short.
+                break
+            raise ValueError(f"line {number}: not JSON ({e})") from None
+    return records
 
 
 def read_tensorboard_scalars(logdir: str) -> Dict[str, list]:

@@ -122,7 +122,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     with user_input("model.hf_checkpoint" if config.model.hf_checkpoint else "model"):
         model_config = build_model_config(config, tokenizer)
     task, train_source, test_source, warmup_source = build.build_sources(config)
-    for source in {id(s): s for s in (train_source, warmup_source)}.values():
+    for source in {id(s): s for s in (train_source, warmup_source, test_source)}.values():
         build.check_fit(config, model_config, tokenizer, source)
     with user_input("mesh"):
         mesh, rules = build_mesh(config)
@@ -170,7 +170,7 @@ def open_logs(r: Run, resumed: Optional[Dict[str, Any]] = None) -> None:
             if offset is not None and os.path.exists(path) and os.path.getsize(path) > offset:
                 with open(path, "r+b") as f:
                     f.truncate(offset)
-    r.writer = MetricsWriter(r.workdir, enabled=main)
+    r.writer = MetricsWriter(r.workdir, enabled=main, wandb_project=r.config.log_wandb)
     r.samples = SampleWriter(r.workdir, enabled=main)
 
 
