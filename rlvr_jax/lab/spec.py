@@ -207,8 +207,11 @@ class Finding:
         gates = [dataclasses.replace(g, metric=_clip_metric(g.metric, top),
                                      minus=g.minus and _clip_metric(g.minus, top))
                  for g in self.gates]
+        prereg = dataclasses.replace(self.prereg, seeds=0, checks=[
+            dataclasses.replace(c, metric=_clip_metric(c.metric, top))
+            for c in self.prereg.checks])
         return dataclasses.replace(self, arms=arms, checks=checks, seeds=self.quick_seeds,
-                                   eval=ev, schedule=(), gates=gates)
+                                   eval=ev, schedule=(), gates=gates, prereg=prereg)
 
 
 def _is_train_metric(metric: str) -> bool:

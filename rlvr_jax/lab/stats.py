@@ -149,7 +149,8 @@ def t_cdf(t: float, df: int) -> float:
     """P(T ≤ t) for Student's t with integer `df` ≥ 1 degrees of freedom, in closed form
     (Abramowitz & Stegun 26.7.3-4): with θ = atan(t / √df), A(t) = P(|T| ≤ t) is
       df odd:  (2/π)·[θ + sinθ·(cosθ + (2/3)cos³θ + …
-                              + (2·4…(df−3))/(3·5…(df−2))·cos^(df−2)θ)]   (df = 1: 2θ/π)
+                              + (2·4…(df−3))/(3·5…(df−2))·cos^(df−2)θ)]
+               (df = 1: 2θ/π)
       df even: sinθ·[1 + (1/2)cos²θ + (1·3)/(2·4)cos⁴θ + …
                      + (1·3…(df−3))/(2·4…(df−2))·cos^(df−2)θ]
     and the CDF is (1 + A(t)) / 2, A being odd in t. Accurate to float64 rounding."""

@@ -138,6 +138,9 @@ def judge(finding: Finding, per_seed: PerSeed, problems: Sequence[Any] = ()
     rows: List[Dict[str, Any]] = []
     for i, c in enumerate(finding.checks):
         a, b = _values(per_seed, c.a, c.metric, n), _values(per_seed, c.b, c.metric, n)
+        if a is None or b is None:
+            raise ValueError(f"{finding.name}: the stored results lack {c.metric} of "
+                             f"{c.a} or {c.b}; run the finding again")
         d = a - b
         lo, hi = stats.paired_t_interval(d) if n > 1 else (float(d[0]), float(d[0]))
         rows.append({"metric": c.metric, "a": c.a, "b": c.b, "expect": c.expect,
