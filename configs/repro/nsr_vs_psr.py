@@ -44,7 +44,7 @@ def finding():
             Check("pass@64", "psr", WARMUP, "<"),
             Check("pass@64", "nsr", WARMUP, ">=", margin=0.01),
             Check("pass@64", "nsr", "psr", ">")],
-            note="Registered on the 100-step arms psr / nsr (71f796b); the 300-step arms and "
+            note="registered on the 100-step arms psr / nsr (71f796b); the 300-step arms and "
                  "the checks' move to them came after the 100-step results had been seen "
                  "(13207b2)."),
         eval=EVAL,

@@ -34,7 +34,7 @@ def finding():
         prereg=Prereg(checks=[
             Check("pass@1", "grpo", WARMUP, ">"),
             Check("pass@64", "grpo", WARMUP, "<=", margin=0.01)],
-            note="Registered on the 100-step arm grpo (71f796b); the 300-step arm grpo_300 "
+            note="registered on the 100-step arm grpo (71f796b); the 300-step arm grpo_300 "
                  "and the checks' move to it came after the 100-step results had been seen "
                  "(aa4d77e)."),
         eval=EVAL,

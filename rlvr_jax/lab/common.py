@@ -29,7 +29,7 @@ M_ENTROPY = 0.025  # Mean token entropy (nats): 10% of the warm-up's ~0.25.
 M_SHARE = 0.05     # A share of groups (e.g. zero-variance groups): 5 percentage points.
 # The mechanism gate of large-k claims: the baseline must leave room at the checked k.
 CEILING = 0.8
-PREREG_3_SEEDS = ("Registered with 3 seeds (the spec's seeds = 3); extended to 5 after the 3-seed "
+PREREG_3_SEEDS = ("registered with 3 seeds (the spec's seeds = 3); extended to 5 after the 3-seed "
                   "results of dapo_clip_higher and noisy_rewards had been seen (applied to "
                   "dapo_clip_higher, noisy_rewards, group_size and lite_ppo whatever their "
                   "verdicts).")

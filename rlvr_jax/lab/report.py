@@ -87,7 +87,7 @@ def mechanism_lines(summary: Dict[str, Any]) -> str:
     for g in summary["v2"]["gates"]:
         state = "passed" if g["passed"] else "**failed**"
         lines.append(f"- Gate: {g['name']}: {_num(g['value'], '.4f')} {g['op']} "
-                     f"{g['threshold']} — {state} (guards checks "
+                     f"{g['threshold']} — {state} (guards check{'s' * (len(g['checks']) > 1)} "
                      f"{', '.join(str(i + 1) for i in g['checks'])}).")
     for i, c in enumerate(summary["v2"]["checks"]):
         if c["reason"].startswith("refused"):
@@ -100,13 +100,13 @@ def mechanism_lines(summary: Dict[str, Any]) -> str:
 def verdict_lines(summary: Dict[str, Any]) -> str:
     """The pre-registered, the published (v1, all seeds) and the v2 verdict."""
     pre, v2 = summary["preregistered"], summary["v2"]
-    out = [f"**Pre-registered verdict: {pre['verdict']}** (v1 rule, {pre['seeds']} seeds"
+    out = [f"- **Pre-registered verdict: {pre['verdict']}** (v1 rule, {pre['seeds']} seeds"
            f"{'; ' + pre['note'].rstrip('.') if pre['note'] else ''})."]
     if summary.get("verdict") != pre["verdict"] or pre["seeds"] != summary["seeds"]:
-        out.append(f"**v1 verdict at {summary['seeds']} seeds: {summary['verdict']}.**")
+        out.append(f"- **v1 verdict at {summary['seeds']} seeds: {summary['verdict']}.**")
     nxt = (f" The schedule's next look: {v2['next_stage']} seeds (not run)."
            if v2.get("next_stage") else "")
-    out.append(f"**v2 verdict: {v2['verdict']}** ({v2['reason']}; {v2['seeds']} seeds, "
+    out.append(f"- **v2 verdict: {v2['verdict']}** ({v2['reason']}; {v2['seeds']} seeds, "
                f"each family Holm-adjusted at α = {v2['alpha_look']:g}).{nxt}")
     return "\n".join(out)
 
