@@ -22,7 +22,11 @@ Checks (chosen before any run): pass@1 of flip20 and of flip40 above the warm-up
 not above the warm-up by more than 0.02; flip40_corrected above flip40. Metric: pass@k,
 k = 1..64, from 64 samples per prompt on 128 held-out prompts.
 
-    python scripts/reproduce.py run noisy_rewards
+    python scripts/reproduce.py run noisy_rewards --allow-untestable
+
+(Lab v2's static audit refuses the correction check, flip40_corrected vs flip40: identical
+advantages on a sample batch; --allow-untestable runs the finding and judges that check
+"not testable here".)
 """
 from rlvr_jax.lab import Check, Finding, Prereg, WARMUP
 from rlvr_jax.lab.common import (EVAL, M_PASS, PREREG_3_SEEDS, QUICK, SCHEDULE,
