@@ -248,3 +248,20 @@ def test_every_committed_finding_reports_both_verdicts(capsys):
     assert "room at k = 64" in report.markdown(verdict.attach(
         lab.load("rl_vs_base"), json.loads(open(os.path.join(
             out_dir, "rl_vs_base", "results.json")).read())))
+
+
+def test_run_refuses_a_finding_the_audit_refuses(tmp_path, capsys):
+    """`run noisy_rewards` stops before any training (exit 2, nothing written) and says how
+    to run it anyway; `audit` lists the refusal."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "reproduce", os.path.join(ROOT, "scripts", "reproduce.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "out"
+    assert module.main(["run", "noisy_rewards", "--quick", "--out", str(out)]) == 2
+    assert "--allow-untestable" in capsys.readouterr().err
+    assert not out.exists()
+    assert module.main(["audit", "noisy_rewards"]) == 0
+    text = capsys.readouterr().out
+    assert "refuse: check 4 (pass@1: flip40_corrected − flip40)" in text
