@@ -2,8 +2,9 @@
 
 A config file under `configs/repro/NAME.py` defines `finding() -> Finding`. The runner
 (`rlvr_jax.lab.runner`) trains every arm × seed from that seed's shared warm-up, evaluates
-pass@k on held-out prompts, and `rlvr_jax.lab.stats` turns the per-seed metrics into
-paired differences with seed-level bootstrap intervals and a verdict from `checks`.
+pass@k on held-out prompts; `rlvr_jax.lab.stats` turns the per-seed metrics into paired
+differences and `rlvr_jax.lab.verdict` into the pre-registered (v1) and v2 verdicts from
+`checks`, `gates`, `schedule` and `prereg`.
 """
 import dataclasses
 import glob

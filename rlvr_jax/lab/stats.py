@@ -1,7 +1,9 @@
 """Seed-level statistics of a finding: per-arm mean / IQM with bootstrap intervals over seeds,
-paired differences between arms (paired by seed) and the verdict.
+paired differences between arms (paired by seed) and the v1 verdict (the pre-registered
+rule); below it, the v2 few-seed tests (Student t, exact sign flips, TOST, Holm, a seed ×
+prompt bootstrap) that `lab.verdict` judges with.
 
-The resampling is `rlvr_jax.evaluation.metrics.bootstrap_ci` (a percentile bootstrap over
+The v1 resampling is `rlvr_jax.evaluation.metrics.bootstrap_ci` (a percentile bootstrap over
 runs, the procedure of rliable's `get_interval_estimates`; the project's own, not the
 `rliable` package). Every interval here is over training seeds: the held-out prompts of a
 seed are averaged first, so the prompt-sampling noise is inside each seed's number.
