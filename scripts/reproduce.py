@@ -138,7 +138,6 @@ def run(args) -> int:
         print(f"[{finding.name}] v2 inconclusive at {seeds} seeds: the schedule's next look, "
               f"{nxt} seeds")
         seeds = nxt
-    summary["v2"]["next_stage"] = None if not args.seeds else summary["v2"]["next_stage"]
     summary["quick"] = bool(args.quick)
     summary["wall_s_this_invocation"] = round(time.time() - t0, 1)
     summary["wall_s_all_pairs"] = round(sum(w for a in summary["arms"].values()
