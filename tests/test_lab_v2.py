@@ -201,6 +201,12 @@ def test_preregistered_verdict_reads_the_registered_checks_and_seeds():
     pre = verdict.preregistered(moved, per)
     assert pre["seeds"] == 5 and pre["checks"][0]["a"] == "ngrpo"
     assert pre["verdict"] == "inconclusive at this scale"  # A zero difference.
+    under_v2 = dataclasses.replace(f, prereg=Prereg(rule="v2"))
+    pre = verdict.preregistered(under_v2, per)
+    assert pre["rule"] == "v2" and pre["seeds"] == 5
+    assert pre["verdict"] == verdict.judge(under_v2, per)["verdict"]
+    with pytest.raises(ValueError, match="rule"):
+        Prereg(rule="v3")
 
 
 # ----------------------------------------------------------------------------- audit

@@ -16,7 +16,7 @@ warm-up's pass@256 <= 0.8 (room at the checked k). Seeds 5, then 10 by the lab's
 
     python scripts/reproduce.py run rl_vs_base_hard
 """
-from rlvr_jax.lab import Check, EvalSpec, Finding, Gate, WARMUP, load
+from rlvr_jax.lab import Check, EvalSpec, Finding, Gate, Prereg, WARMUP, load
 from rlvr_jax.lab.common import CEILING, M_PASS, QUICK, SCHEDULE
 
 EVAL_256 = EvalSpec(num_prompts=128, num_samples=256, ks=(1, 4, 16, 64, 256), batch_size=32)
@@ -40,6 +40,7 @@ def finding():
         quick=QUICK,
         seeds=5,
         schedule=SCHEDULE,
+        prereg=Prereg(rule="v2", note="registered under lab v2 (085a7bb), before any run"),
         notes="The warm-up (400 supervised steps on worked 1-3 digit sums) stands in for the "
               "base model; the paper's base models are pretrained LLMs on math benchmarks.",
     )

@@ -69,7 +69,7 @@ def prereg_table(summary: Dict[str, Any]) -> str:
     pre = summary["preregistered"]
     same = [(c["metric"], c["a"], c["b"]) for c in pre["checks"]] == [
         (c["metric"], c["a"], c["b"]) for c in summary["checks"]]
-    if same and pre["seeds"] == summary["seeds"]:
+    if (same and pre["seeds"] == summary["seeds"]) or pre.get("rule") == "v2":
         return ""
     rows = [f"Pre-registered checks ({pre['seeds']} seeds, v1 rule):", "",
             "| check | a − b, 95% seed bootstrap | expected | outcome |", "|---|---|---|---|"]
@@ -100,7 +100,8 @@ def mechanism_lines(summary: Dict[str, Any]) -> str:
 def verdict_lines(summary: Dict[str, Any]) -> str:
     """The pre-registered, the published (v1, all seeds) and the v2 verdict."""
     pre, v2 = summary["preregistered"], summary["v2"]
-    out = [f"- **Pre-registered verdict: {pre['verdict']}** (v1 rule, {pre['seeds']} seeds"
+    out = [f"- **Pre-registered verdict: {pre['verdict']}** ({pre.get('rule', 'v1')} rule, "
+           f"{pre['seeds']} seeds"
            f"{'; ' + pre['note'].rstrip('.') if pre['note'] else ''})."]
     if summary.get("verdict") != pre["verdict"] or pre["seeds"] != summary["seeds"]:
         out.append(f"- **v1 verdict at {summary['seeds']} seeds: {summary['verdict']}.**")

@@ -71,11 +71,18 @@ class Gate:
 @dataclasses.dataclass(frozen=True)
 class Prereg:
     """What was registered before the first run, when it differs from the current spec:
-    `checks` (empty: the current ones) judged on the first `seeds` seeds (0: all) with the
-    v1 rule give the pre-registered verdict; `note` discloses what changed, and when."""
+    `checks` (empty: the current ones) judged on the first `seeds` seeds (0: all) with
+    `rule` ("v1": the findings written before lab v2; "v2": a finding registered under v2,
+    whose pre-registered verdict is its v2 verdict) give the pre-registered verdict; `note`
+    discloses what changed, and when."""
     checks: Sequence[Check] = ()
     seeds: int = 0
     note: str = ""
+    rule: str = "v1"
+
+    def __post_init__(self):
+        if self.rule not in ("v1", "v2"):
+            raise ValueError(f"Prereg.rule must be 'v1' or 'v2', got {self.rule!r}")
 
 
 @dataclasses.dataclass(frozen=True)

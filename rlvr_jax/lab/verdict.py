@@ -164,13 +164,21 @@ def judge(finding: Finding, per_seed: PerSeed, problems: Sequence[Any] = ()
 
 
 def preregistered(finding: Finding, per_seed: PerSeed) -> Dict[str, Any]:
-    """The pre-registered verdict: the v1 rule on `finding.prereg`'s checks (default: the
-    current ones) and first `prereg.seeds` seeds (default: all stored):
+    """The pre-registered verdict: `finding.prereg`'s rule (v1; v2 for a finding registered
+    under v2) on its checks (default: the current ones) and first `prereg.seeds` seeds
+    (default: all stored):
     {"verdict", "seeds", "note", "checks": [{"metric", "a", "b", "expect", "margin",
     "mean", "ci95", "outcome"}]}."""
     pre = finding.prereg
     n = min(len(rows) for rows in per_seed.values())
     n = min(n, pre.seeds or n)
+    if pre.rule == "v2":  # Registered under v2: the v2 verdict is the pre-registered one.
+        v2 = judge(finding, {a: r[:n] for a, r in per_seed.items()})
+        return {"verdict": v2["verdict"], "seeds": n, "note": pre.note, "rule": "v2",
+                "checks": [{"metric": c["metric"], "a": c["a"], "b": c["b"],
+                            "expect": c["expect"], "margin": c["m"], "mean": c["mean"],
+                            "ci95": c["t95"], "outcome": c["outcome"]}
+                           for c in v2["checks"]]}
     rows = []
     for c in pre.checks or finding.checks:
         a, b = _values(per_seed, c.a, c.metric, n), _values(per_seed, c.b, c.metric, n)
@@ -179,7 +187,7 @@ def preregistered(finding: Finding, per_seed: PerSeed) -> Dict[str, Any]:
                      "margin": c.margin, "mean": diff["mean"], "ci95": diff["ci95"],
                      "outcome": stats.judge(c, *diff["ci95"])})
     return {"verdict": stats.verdict([r["outcome"] for r in rows]), "seeds": n,
-            "note": pre.note, "checks": rows}
+            "note": pre.note, "rule": "v1", "checks": rows}
 
 
 def attach(finding: Finding, summary: Dict[str, Any], problems: Sequence[Any] = ()
