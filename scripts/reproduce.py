@@ -2,14 +2,20 @@
 
     python scripts/reproduce.py list
     python scripts/reproduce.py run NAME [--seeds N] [--quick] [--out DIR] [--work DIR]
-    python scripts/reproduce.py report NAME [--out DIR]   # markdown tables of results.json
+    python scripts/reproduce.py report NAME [--out DIR] [--write]   # tables and verdicts
+    python scripts/reproduce.py audit NAME   # the static checks of its arms
 
-`run` trains every arm x seed of configs/repro/NAME.py (each seed's warm-up once, shared by
-all its arms), evaluates pass@k on held-out prompts, and writes DIR/NAME/results.json (per
-seed, mean, 95% seed-bootstrap interval and IQM per arm; paired differences; the verdict)
-and PNG plots. Finished arm x seed pairs (in --work, default DIR/NAME/work) are skipped,
-so an interrupted run continues where it stopped. `--quick` is a seconds-long smoke run of
-the pipeline (tiny warm-up, 2 RL steps, 8 prompts; not a measurement). See docs/findings.md.
+`run` first audits the finding's arms (`rlvr_jax/lab/audit.py`; a check whose arms would
+train identically is refused unless --allow-untestable), then trains every arm x seed of
+configs/repro/NAME.py (each seed's warm-up once, shared by all its arms), evaluates pass@k
+on held-out prompts, and writes DIR/NAME/results.json (per seed, mean, interval and IQM per
+arm; paired differences; the pre-registered, v1 and v2 verdicts) and, with the `viz` extra,
+PNG plots. Without --seeds it follows the finding's seed schedule (a later look only when
+the v2 verdict is inconclusive). Finished arm x seed pairs (in --work, default
+DIR/NAME/work) are skipped, so an interrupted run continues where it stopped. `--quick` is
+a seconds-long smoke run of the pipeline (tiny warm-up, 2 RL steps, 8 prompts; not a
+measurement). `report` re-judges the stored per-seed numbers with the current spec
+(--write stores the verdicts back into results.json). See docs/findings.md.
 """
 import argparse
 import json
@@ -34,21 +40,60 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="runs/findings", help="results go to OUT/NAME/")
     run.add_argument("--work", default="", help="warm-ups and runs (default OUT/NAME/work; "
                      "shared warm-ups: pass the same --work to several findings)")
+    run.add_argument("--allow-untestable", action="store_true", help="run a finding whose "
+                     "static check refuses a check (that check is judged not testable)")
     rep = sub.add_parser("report", help="markdown tables of OUT/NAME/results.json")
     rep.add_argument("name")
     rep.add_argument("--out", default="runs/findings")
+    rep.add_argument("--write", action="store_true", help="store the re-judged verdicts in "
+                     "results.json")
+    aud = sub.add_parser("audit", help="the static checks of a finding's arms")
+    aud.add_argument("name")
     return p
 
 
+def _load(name: str):
+    from rlvr_jax import lab
+    try:
+        return lab.load(name)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+
+
 def report(args) -> int:
+    from rlvr_jax.lab import audit, stats, verdict
     from rlvr_jax.lab import report as report_lib
     path = os.path.join(args.out, args.name, "results.json")
     if not os.path.exists(path):
         print(f"error: no {path}; run `reproduce.py run {args.name} --out {args.out}` first",
               file=sys.stderr)
         return 2
+    finding = _load(args.name)
+    if finding is None:
+        return 2
     with open(path) as f:
-        print(report_lib.markdown(json.load(f)), end="")
+        summary = json.load(f)
+    if summary.get("quick"):
+        finding = finding.quick_version()
+    verdict.attach(finding, summary, audit.audit(finding))
+    if args.write:
+        with open(path, "w") as f:
+            json.dump(stats.rounded(summary), f, indent=1)
+    print(report_lib.markdown(summary), end="")
+    return 0
+
+
+def audit_finding(args) -> int:
+    from rlvr_jax.lab import audit
+    finding = _load(args.name)
+    if finding is None:
+        return 2
+    problems = audit.audit(finding)
+    for p in problems:
+        c = finding.checks[p.check]
+        print(f"{p.kind}: check {p.check + 1} ({c.metric}: {c.a} − {c.b}): {p.message}")
+    print(f"[{finding.name}] {len(problems)} problem(s)")
     return 0
 
 
@@ -61,40 +106,71 @@ def list_findings() -> int:
 
 
 def run(args) -> int:
-    from rlvr_jax import lab
-    from rlvr_jax.lab import plots, runner, stats
-    try:
-        finding = lab.load(args.name)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+    from rlvr_jax.lab import audit, runner, stats, verdict
+    finding = _load(args.name)
+    if finding is None:
         return 2
     if args.seeds < 0:
         print("error: --seeds must be >= 1", file=sys.stderr)
         return 2
     if args.quick:
         finding = finding.quick_version()
+    problems = audit.audit(finding)
+    refused = [p for p in problems if p.kind == "refuse"]
+    for p in problems:
+        print(f"[{finding.name}] static check {p.kind}, check {p.check + 1}: {p.message}")
+    if refused and not args.allow_untestable:
+        print(f"error: the static check refuses {len(refused)} check(s) of {finding.name} "
+              f"(see above); pass --allow-untestable to run it anyway", file=sys.stderr)
+        return 2
     out = os.path.join(args.out, finding.name)
     work = args.work or os.path.join(out, "work")
     os.makedirs(out, exist_ok=True)
     _compilation_cache(os.path.join(work, "_jax_cache"))
     t0 = time.time()
-    results = runner.run_finding(finding, work, seeds=args.seeds or None)
-    summary = stats.summarize(finding, results)
+    seeds = args.seeds or finding.stages[0]
+    while True:
+        results = runner.run_finding(finding, work, seeds=seeds)
+        summary = verdict.attach(finding, stats.summarize(finding, results), problems)
+        nxt = None if args.seeds else summary["v2"]["next_stage"]
+        if nxt is None:
+            break
+        print(f"[{finding.name}] v2 inconclusive at {seeds} seeds: the schedule's next look, "
+              f"{nxt} seeds")
+        seeds = nxt
     summary["quick"] = bool(args.quick)
     summary["wall_s_this_invocation"] = round(time.time() - t0, 1)
     summary["wall_s_all_pairs"] = round(sum(w for a in summary["arms"].values()
                                             for w in a["wall_s"]), 1)
-    with open(os.path.join(out, "results.json"), "w") as f:
+    path = os.path.join(out, "results.json")
+    with open(path, "w") as f:
         json.dump(stats.rounded(summary), f, indent=1)
-    plots.write_plots(summary, out, finding.reference_arm)
-    print(f"[{finding.name}] verdict: {summary['verdict']}")
-    for c in summary["checks"]:
-        d = c["difference"]
-        print(f"  {c['metric']}: {c['a']} - {c['b']} = {d['mean']:+.3f} "
-              f"[{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] (expect {c['expect']}"
-              f"{' ' + str(c['margin']) if c['margin'] else ''}): {c['outcome']}")
-    print(f"results: {os.path.join(out, 'results.json')}")
+    _print_verdicts(finding.name, summary)
+    print(f"results: {path}")
+    _plots(summary, out, finding.reference_arm)
     return 0
+
+
+def _print_verdicts(name: str, summary) -> None:
+    v2, pre = summary["v2"], summary["preregistered"]
+    print(f"[{name}] pre-registered verdict: {pre['verdict']} ({pre['seeds']} seeds); "
+          f"v1: {summary['verdict']}; v2: {v2['verdict']} ({v2['reason']})")
+    for c in v2["checks"]:
+        print(f"  {c['metric']}: {c['a']} - {c['b']} = {c['mean']:+.3f} "
+              f"[{c['t95'][0]:+.3f}, {c['t95'][1]:+.3f}] (expect {c['expect']}, m {c['m']}): "
+              f"{c['outcome']}")
+
+
+def _plots(summary, out: str, reference: str) -> None:
+    """passk.png / curves.png, or a note when matplotlib (the `viz` extra) is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("plots skipped: they need the viz extra (pip install 'rlvr_jax[viz]'); "
+              "results.json and the verdicts are written")
+        return
+    from rlvr_jax.lab import plots
+    plots.write_plots(summary, out, reference)
 
 
 def _compilation_cache(path: str) -> None:
@@ -109,7 +185,8 @@ def _compilation_cache(path: str) -> None:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return {"list": lambda a: list_findings(), "run": run, "report": report}[args.command](args)
+    return {"list": lambda a: list_findings(), "run": run, "report": report,
+            "audit": audit_finding}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ import importlib.util
 import json
 import math
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -79,7 +80,7 @@ def test_arm_summary_mean_interval_and_iqm():
 def _finding(**kw):
     args = dict(name="t", paper="p", claim="c", base=lambda: arithmetic_config("grpo"),
                 arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}},
-                checks=[Check("pass@4", "rl", lab.WARMUP, ">")],
+                checks=[Check("pass@4", "rl", lab.WARMUP, ">", margin=0.01)],
                 eval=EvalSpec(num_prompts=8, num_samples=4, ks=(1, 4), batch_size=8))
     args.update(kw)
     return Finding(**args)
@@ -87,10 +88,11 @@ def _finding(**kw):
 
 def test_finding_spec_checks_its_arms_and_metrics():
     with pytest.raises(ValueError, match="unknown arm 'nope'"):
-        _finding(checks=[Check("pass@1", "nope", "rl", ">")])
+        _finding(checks=[Check("pass@1", "nope", "rl", ">", margin=0.01)])
     with pytest.raises(ValueError, match="not measured"):
-        _finding(checks=[Check("pass@64", "rl", lab.WARMUP, ">")])
-    _finding(checks=[Check("cot_pass@4", "rl", lab.WARMUP, ">")])  # CoT-pass@k is measured.
+        _finding(checks=[Check("pass@64", "rl", lab.WARMUP, ">", margin=0.01)])
+    # CoT-pass@k is measured.
+    _finding(checks=[Check("cot_pass@4", "rl", lab.WARMUP, ">", margin=0.01)])
     with pytest.raises(ValueError, match="expect"):
         Check("pass@1", "a", "b", "!=")
     with pytest.raises(ValueError, match="ks must lie"):
@@ -106,16 +108,19 @@ def test_finding_spec_checks_its_arms_and_metrics():
 
 def test_train_metric_checks_name_recorded_curves_of_rl_arms():
     curves = ("rollout/reward_mean", "train/entropy")
-    f = _finding(checks=[Check("train:train/entropy", "rl", "long", ">"),
-                         Check("train_avg:rollout/reward_mean", "rl", "long", "<")],
+    f = _finding(checks=[Check("train:train/entropy", "rl", "long", ">", margin=0.01),
+                         Check("train_avg:rollout/reward_mean", "rl", "long", "<",
+                               margin=0.01)],
                  arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}, "long": {"rl.steps": 300}},
                  curves=curves)
     assert [c.metric for c in f.quick_version().checks] == [
         "train:train/entropy", "train_avg:rollout/reward_mean"]
     with pytest.raises(ValueError, match="not measured"):
-        _finding(checks=[Check("train:loss/clip_frac", "rl", lab.WARMUP, ">")], curves=curves)
+        _finding(checks=[Check("train:loss/clip_frac", "rl", lab.WARMUP, ">", margin=0.01)],
+                 curves=curves)
     with pytest.raises(ValueError, match="warm-up arm"):
-        _finding(checks=[Check("train:train/entropy", "rl", lab.WARMUP, ">")], curves=curves)
+        _finding(checks=[Check("train:train/entropy", "rl", lab.WARMUP, ">", margin=0.01)],
+                 curves=curves)
 
 
 def test_train_metrics_against_numpy():
@@ -140,7 +145,7 @@ def test_summary_and_report_with_training_metrics():
     """A training metric lives in the RL arms only: the warm-up arm's summary leaves it out,
     the check on it is judged, the arms table gets a column for it ("—" for the warm-up)."""
     from rlvr_jax.lab import report
-    f = _finding(checks=[Check("train:train/entropy", "rl", "rl2", ">")],
+    f = _finding(checks=[Check("train:train/entropy", "rl", "rl2", ">", margin=0.01)],
                  arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}, "rl2": {"rl.steps": 300}})
     def pair(arm, seed, p1, ent=None):
         m = {"pass@1": p1, "pass@4": min(1.0, 2 * p1)}
@@ -165,7 +170,7 @@ def test_summary_and_report_with_training_metrics():
 def test_a_stored_pair_lacking_a_checked_metric_is_not_finished(tmp_path):
     """runner._finished: a stored RL pair gets its training metrics from its metrics.jsonl
     when it has none; one lacking a metric a check reads on that arm is run again."""
-    f = _finding(checks=[Check("cot_pass@4", "rl", lab.WARMUP, ">")],
+    f = _finding(checks=[Check("cot_pass@4", "rl", lab.WARMUP, ">", margin=0.01)],
                  arms={lab.WARMUP: {"rl.steps": 0}, "rl": {}, "other": {}})
     pair = tmp_path / "pair"
     (pair / "run").mkdir(parents=True)
@@ -188,7 +193,7 @@ def test_a_stored_pair_lacking_a_checked_metric_is_not_finished(tmp_path):
 
 def test_arm_config_overrides_and_shared_warmup_key():
     f = _finding(arms={"a": {"rl.learning_rate": 3e-4}, "b": {"rl.entropy_keep_fraction": 0.2}},
-                 checks=[Check("pass@1", "a", "b", ">")])
+                 checks=[Check("pass@1", "a", "b", ">", margin=0.01)])
     ca, cb = runner.arm_config(f, "a", 2), runner.arm_config(f, "b", 2)
     assert ca.seed == cb.seed == 2 and ca.rl.learning_rate == 3e-4
     assert ca.eval.every == 0 and ca.checkpoint.every == 0
@@ -234,12 +239,20 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys, monkeypatch):
     main = _script().main
     out = str(tmp_path / "out")
     cmd = ["run", "rl_vs_base", "--quick", "--seeds", "1", "--out", out]
-    assert main(cmd) == 0
+    with monkeypatch.context() as m:  # Without the viz extra: results and verdicts, no plots.
+        m.setitem(sys.modules, "matplotlib", None)
+        assert main(cmd) == 0
+    printed = capsys.readouterr().out
+    assert "plots skipped: they need the viz extra" in printed
+    assert "pre-registered verdict:" in printed and "v2:" in printed
+    assert not os.path.exists(os.path.join(out, "rl_vs_base", "passk.png"))
     path = os.path.join(out, "rl_vs_base", "results.json")
     with open(path) as f:
         res = json.load(f)
-    assert {"finding", "paper", "claim", "verdict", "arms", "checks"} <= set(res)
+    assert {"finding", "paper", "claim", "verdict", "arms", "checks", "preregistered",
+            "v2"} <= set(res)
     assert res["verdict"] in ("reproduced", "not reproduced", "inconclusive at this scale")
+    assert res["v2"]["seeds"] == 1 and res["preregistered"]["seeds"] == 1
     arms = lab.load("rl_vs_base").arms
     assert set(res["arms"]) == set(arms) and {lab.WARMUP, "grpo"} <= set(arms)
     for arm in res["arms"].values():
@@ -250,7 +263,6 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys, monkeypatch):
                    for r in arm["per_seed"])
         assert all(r["cot_pass@4"] <= r["pass@4"] for r in arm["per_seed"])
     assert _finite(res["arms"]) and _finite(res["checks"])
-    assert os.path.exists(os.path.join(out, "rl_vs_base", "passk.png"))
     assert res["curves"]["grpo"][0]["step"] == [1, 2]  # The RL arm's training curves...
     rl_seed = res["arms"]["grpo"]["per_seed"][0]  # ...and their summaries (RL arms only).
     assert {"train:train/entropy", "train_avg:rollout/reward_mean"} <= set(rl_seed)
@@ -259,7 +271,8 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert main(["report", "rl_vs_base", "--out", out]) == 0
     table = capsys.readouterr().out
-    assert "| grpo |" in table and f"**Verdict: {res['verdict']}.**" in table
+    assert "| grpo |" in table and f"**v2 verdict: {res['v2']['verdict']}**" in table
+    assert f"**Pre-registered verdict: {res['preregistered']['verdict']}**" in table
     # A pair finished before training metrics were recorded gets them from its log.
     work = os.path.join(out, "rl_vs_base", "work")
     quick = lab.load("rl_vs_base").quick_version()
@@ -272,6 +285,7 @@ def test_quick_run_writes_results_and_resumes(tmp_path, capsys, monkeypatch):
     assert main(cmd) == 0
     log = capsys.readouterr().out
     assert log.count("done before") == len(arms)
+    assert os.path.exists(os.path.join(out, "rl_vs_base", "passk.png"))  # matplotlib back.
     with open(path) as f:
         assert json.load(f)["arms"] == res["arms"]
 

@@ -20,8 +20,9 @@ prompt on 128 held-out prompts; the training entropy is the rollouts' mean token
 
     python scripts/reproduce.py run dapo_clip_higher
 """
-from rlvr_jax.lab import Check, Finding
-from rlvr_jax.lab.common import EVAL, QUICK, base_config
+from rlvr_jax.lab import Check, Finding, Gate, Prereg
+from rlvr_jax.lab.common import (EVAL, M_ENTROPY, M_PASS, PREREG_3_SEEDS, QUICK, SCHEDULE,
+                                  base_config)
 
 
 def _base():
@@ -41,16 +42,21 @@ def finding():
               "at the end of training and its samples more diverse (higher pass@64).",
         base=_base,
         arms={"clip": {"rl.eps_high": 0.2}, "clip_higher": {"rl.eps_high": 0.28}},
-        checks=[Check("train:train/entropy", "clip_higher", "clip", ">",
-                      note="entropy over the last 10% of RL steps is higher"),
-                Check("pass@64", "clip_higher", "clip", ">",
-                      note="more diverse samples: pass@64 is higher")],
+        checks=[Check("train:train/entropy", "clip_higher", "clip", ">", margin=M_ENTROPY,
+                      note="entropy over the last 10% of RL steps is higher",
+                      varies=("rl.eps_high",)),
+                Check("pass@64", "clip_higher", "clip", ">", margin=M_PASS,
+                      note="more diverse samples: pass@64 is higher", varies=("rl.eps_high",))],
+        gates=[Gate("the upper clip bound binds: clip arm's clip fraction >= 2% over training",
+                    "train_avg:loss/clip_frac_high", "clip", ">=", 0.02)],
+        prereg=Prereg(seeds=3, note=PREREG_3_SEEDS),
         eval=EVAL,
         quick=QUICK,
         seeds=5,
+        schedule=SCHEDULE,
         curves=("rollout/reward_mean", "train/entropy", "loss/clip_frac_high",
                 "loss/clip_frac_low"),
         notes="The paper's runs are 32B models over thousands of steps with long chains of "
-              "thought; here 100 steps x 4 minibatches of a 16-token worked sum, where the "
+              "thought; here 100 steps x 8 minibatches of a 16-token worked sum, where the "
               "warm-up's entropy is already low (~0.25 nats per token).",
     )

@@ -11,7 +11,9 @@ pass@k, k = 1..64, from 64 samples per prompt on 128 held-out prompts.
     python scripts/reproduce.py run entropy_8020
 """
 from rlvr_jax.lab import Check, Finding
-from rlvr_jax.lab.common import EVAL, QUICK, base_config
+from rlvr_jax.lab.common import EVAL, M_PASS, QUICK, SCHEDULE, base_config
+
+_MASK = ("rl.entropy_keep_fraction", "rl.entropy_mask_invert")
 
 
 def finding():
@@ -26,11 +28,13 @@ def finding():
               "top20": {"rl.entropy_keep_fraction": 0.2},
               "bottom80": {"rl.entropy_keep_fraction": 0.2, "rl.entropy_mask_invert": True}},
         checks=[Check("pass@1", "top20", "full", ">=", margin=0.03,
-                      note="top 20% matches full (within 0.03)"),
-                Check("pass@1", "bottom80", "full", "<", note="bottom 80% is worse")],
+                      note="top 20% matches full (within 0.03)", varies=_MASK),
+                Check("pass@1", "bottom80", "full", "<", margin=M_PASS,
+                      note="bottom 80% is worse", varies=_MASK)],
         eval=EVAL,
         quick=QUICK,
         seeds=5,
+        schedule=SCHEDULE,
         reference="full",
         notes="The paper's models are 8B-32B with long chains of thought, where forking "
               "tokens are rare; a 16-token worked addition has few real forks.",

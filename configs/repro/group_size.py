@@ -15,8 +15,11 @@ pass@k, k = 1..64, from 64 samples per prompt on 128 held-out prompts.
 
     python scripts/reproduce.py run group_size
 """
-from rlvr_jax.lab import Check, Finding
-from rlvr_jax.lab.common import EVAL, QUICK, base_config
+from rlvr_jax.lab import Check, Finding, Prereg
+from rlvr_jax.lab.common import (EVAL, M_PASS, M_SHARE, PREREG_3_SEEDS, QUICK, SCHEDULE,
+                                  base_config)
+
+_G = ("rl.num_prompts", "rl.num_samples")
 
 
 def finding():
@@ -31,12 +34,17 @@ def finding():
               "g8": {"rl.num_prompts": 16, "rl.num_samples": 8},
               "g16": {"rl.num_prompts": 8, "rl.num_samples": 16}},
         checks=[Check("train_avg:rollout/zero_variance_fraction", "g16", "g4", "<",
-                      note="fewer zero-variance groups over training"),
-                Check("pass@1", "g16", "g4", ">", note="G = 16 beats G = 4"),
-                Check("pass@1", "g8", "g4", ">", note="G = 8 beats G = 4")],
+                      margin=M_SHARE, note="fewer zero-variance groups over training",
+                      varies=_G),
+                Check("pass@1", "g16", "g4", ">", margin=M_PASS, note="G = 16 beats G = 4",
+                      varies=_G),
+                Check("pass@1", "g8", "g4", ">", margin=M_PASS, note="G = 8 beats G = 4",
+                      varies=_G)],
+        prereg=Prereg(seeds=3, note=PREREG_3_SEEDS),
         eval=EVAL,
         quick=QUICK,
         seeds=5,
+        schedule=SCHEDULE,
         curves=("rollout/reward_mean", "rollout/zero_variance_fraction", "train/entropy"),
         notes="Matched compute = the same sampled tokens and the same update size per step; "
               "over 100 steps g4 sees 3200 prompts, g16 800. The paper-scale question also "

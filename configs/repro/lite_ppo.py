@@ -16,8 +16,9 @@ pass@k, k = 1..64, from 64 samples per prompt on 128 held-out prompts.
 
     python scripts/reproduce.py run lite_ppo
 """
-from rlvr_jax.lab import Check, Finding
-from rlvr_jax.lab.common import EVAL, QUICK, base_config
+from rlvr_jax.lab import Check, Finding, Prereg
+from rlvr_jax.lab.common import (EVAL, M_PASS, PREREG_3_SEEDS, QUICK, SCHEDULE,
+                                  base_config)
 
 
 def finding():
@@ -32,11 +33,16 @@ def finding():
               "dapo": {"rl.eps_high": 0.28, "rl.aggregation": "token-mean",
                        "rl.dynamic_sampling": True, "rl.oversample": 2.0,
                        "rl.overlong_buffer": 4, "rl.overlong_penalty": 1.0}},
-        checks=[Check("pass@1", "lite_ppo", "grpo", ">", note="Lite PPO beats GRPO"),
-                Check("pass@1", "lite_ppo", "dapo", ">", note="Lite PPO beats DAPO")],
+        checks=[Check("pass@1", "lite_ppo", "grpo", ">", margin=M_PASS,
+                      note="Lite PPO beats GRPO",
+                      varies=("rl.advantage_scale", "rl.aggregation")),
+                Check("pass@1", "lite_ppo", "dapo", ">", margin=M_PASS,
+                      note="Lite PPO beats DAPO")],
+        prereg=Prereg(seeds=3, note=PREREG_3_SEEDS),
         eval=EVAL,
         quick=QUICK,
         seeds=5,
+        schedule=SCHEDULE,
         notes="The paper's base models are Qwen3 4B-8B on math data; here the warm-up stands "
               "in for the base model and the task is easy for it (pass@64 ~0.9 before RL). "
               "DAPO's oversampling doubles its sampling per step.",

@@ -27,6 +27,6 @@ def _base():
 def finding():
     easy = lab.load("lite_ppo")
     return dataclasses.replace(
-        easy, name="lite_ppo_hard", base=_base,
+        easy, name="lite_ppo_hard", base=_base, prereg=lab.Prereg(),
         claim=easy.claim + " (Hard setting: 1-3 digit addition.)",
         notes="Its own warm-ups (3-digit prompts change the warm-up's data). " + easy.notes)

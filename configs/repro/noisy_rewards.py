@@ -22,10 +22,15 @@ Checks (chosen before any run): pass@1 of flip20 and of flip40 above the warm-up
 not above the warm-up by more than 0.02; flip40_corrected above flip40. Metric: pass@k,
 k = 1..64, from 64 samples per prompt on 128 held-out prompts.
 
-    python scripts/reproduce.py run noisy_rewards
+    python scripts/reproduce.py run noisy_rewards --allow-untestable
+
+(Lab v2's static audit refuses the correction check, flip40_corrected vs flip40: identical
+advantages on a sample batch; --allow-untestable runs the finding and judges that check
+"not testable here".)
 """
-from rlvr_jax.lab import Check, Finding, WARMUP
-from rlvr_jax.lab.common import EVAL, QUICK, base_config
+from rlvr_jax.lab import Check, Finding, Prereg, WARMUP
+from rlvr_jax.lab.common import (EVAL, M_PASS, PREREG_3_SEEDS, QUICK, SCHEDULE,
+                                  base_config)
 
 
 def _flip(rate: float, corrected: bool = False) -> dict:
@@ -47,15 +52,20 @@ def finding():
         arms={WARMUP: {"rl.steps": 0}, "clean": {}, "flip20": _flip(0.2),
               "flip40": _flip(0.4), "random": _flip(0.5),
               "flip40_corrected": _flip(0.4, corrected=True)},
-        checks=[Check("pass@1", "flip20", WARMUP, ">", note="learns with 20% flips"),
-                Check("pass@1", "flip40", WARMUP, ">", note="learns with 40% flips"),
+        checks=[Check("pass@1", "flip20", WARMUP, ">", margin=M_PASS,
+                      note="learns with 20% flips"),
+                Check("pass@1", "flip40", WARMUP, ">", margin=M_PASS,
+                      note="learns with 40% flips"),
                 Check("pass@1", "random", WARMUP, "<=", margin=0.02,
                       note="random rewards: no gain beyond 0.02"),
-                Check("pass@1", "flip40_corrected", "flip40", ">",
-                      note="backward correction recovers part of the loss")],
+                Check("pass@1", "flip40_corrected", "flip40", ">", margin=M_PASS,
+                      note="backward correction recovers part of the loss",
+                      varies=("reward.correction_fn_rate", "reward.correction_fp_rate"))],
+        prereg=Prereg(seeds=3, note=PREREG_3_SEEDS),
         eval=EVAL,
         quick=QUICK,
         seeds=5,
+        schedule=SCHEDULE,
         reference=WARMUP,
         curves=("rollout/reward_mean", "reward/correct", "train/entropy"),
         notes="rollout/reward_mean is the (noisy) reward the update sees, reward/correct the "

@@ -12,8 +12,10 @@ held-out prompts.
 
     python scripts/reproduce.py run nsr_vs_psr
 """
-from rlvr_jax.lab import Check, Finding, WARMUP
-from rlvr_jax.lab.common import EVAL, QUICK, base_config
+from rlvr_jax.lab import Check, Finding, Gate, Prereg, WARMUP
+from rlvr_jax.lab.common import CEILING, EVAL, M_PASS, QUICK, SCHEDULE, base_config
+
+_SIGNS = ("rl.positive_weight", "rl.negative_weight")
 
 
 def finding():
@@ -30,13 +32,25 @@ def finding():
                           "rl.steps": 300},
               "nsr_300": {"rl.positive_weight": 0.0, "rl.negative_weight": 1.0,
                           "rl.steps": 300}},
-        checks=[Check("pass@64", "psr_300", WARMUP, "<", note="PSR narrows pass@k at large k"),
+        checks=[Check("pass@64", "psr_300", WARMUP, "<", margin=M_PASS,
+                      note="PSR narrows pass@k at large k"),
                 Check("pass@64", "nsr_300", WARMUP, ">=", margin=0.01,
                       note="NSR keeps pass@k at large k (within 0.01)"),
-                Check("pass@64", "nsr_300", "psr_300", ">", note="NSR above PSR at large k")],
+                Check("pass@64", "nsr_300", "psr_300", ">", margin=M_PASS,
+                      note="NSR above PSR at large k", varies=_SIGNS)],
+        gates=[Gate(f"room at k = 64: the warm-up's pass@64 <= {CEILING}", "pass@64", WARMUP,
+                    "<=", CEILING)],
+        prereg=Prereg(checks=[
+            Check("pass@64", "psr", WARMUP, "<"),
+            Check("pass@64", "nsr", WARMUP, ">=", margin=0.01),
+            Check("pass@64", "nsr", "psr", ">")],
+            note="registered on the 100-step arms psr / nsr (71f796b); the 300-step arms and "
+                 "the checks' move to them came after the 100-step results had been seen "
+                 "(13207b2)."),
         eval=EVAL,
         quick=QUICK,
         seeds=5,
+        schedule=SCHEDULE,
         notes="PSR here is the paper's +1/0 REINFORCE, not GRPO with negative advantages "
               "zeroed; both arms share the loss, aggregation and learning rate (1e-4).",
     )

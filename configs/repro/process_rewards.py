@@ -16,8 +16,10 @@ samples per prompt on 128 held-out prompts.
 
     python scripts/reproduce.py run process_rewards
 """
-from rlvr_jax.lab import Check, Finding
-from rlvr_jax.lab.common import EVAL, QUICK, base_config
+from rlvr_jax.lab import Check, Finding, Gate
+from rlvr_jax.lab.common import EVAL, M_PASS, QUICK, SCHEDULE, base_config
+
+_PROCESS = ("rl.process_weight", "rl.process_form")
 
 
 def finding():
@@ -29,13 +31,17 @@ def finding():
         base=lambda: base_config("grpo"),
         arms={"outcome": {},
               "process": {"rl.process_weight": 0.5, "rl.process_form": "sum"}},
-        checks=[Check("cot_pass@1", "process", "outcome", ">",
-                      note="fewer right answers with wrong steps"),
+        checks=[Check("cot_pass@1", "process", "outcome", ">", margin=M_PASS,
+                      note="fewer right answers with wrong steps", varies=_PROCESS),
                 Check("pass@1", "process", "outcome", ">=", margin=0.02,
-                      note="final-answer accuracy about the same")],
+                      note="final-answer accuracy about the same", varies=_PROCESS)],
+        gates=[Gate("room for fewer wrong traces: the outcome arm's trace error "
+                    "pass@1 - cot_pass@1 >= 0.05", "pass@1", "outcome", ">=", 0.05,
+                    minus="cot_pass@1", checks=(0,))],
         eval=EVAL,
         quick=QUICK,
         seeds=5,
+        schedule=SCHEDULE,
         curves=("rollout/reward_mean", "reward/correct", "train/entropy"),
         notes="Uesato et al. used supervised and RL fine-tuning of a 70B model with human "
               "step labels on GSM8K; here the step labels are the task's exact column-sum "

@@ -1,21 +1,37 @@
-"""Markdown tables of a finding's results.json (what docs/findings.md shows per finding)."""
-from typing import Any, Dict, Sequence
+"""Markdown tables of a finding's results.json (what docs/findings.md shows per finding): the
+arms, the checks with the pre-registered (v1) and the v2 outcome, the gates, the static
+audit and the verdicts (`summary["preregistered"]`, `summary["v1"]`, `summary["v2"]`:
+`lab.verdict`)."""
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+
+from rlvr_jax.lab import stats
 
 SHOWN_KS = (1, 4, 16, 64)
-# How each expectation reads on the interval of the mean paired difference a − b.
+# How each expectation reads on the mean paired difference a − b.
 _EXPECT = {">": "> 0", "<": "< 0", ">=": "≥ −{m}", "<=": "≤ +{m}", "~": "within ±{m}"}
 
 
+def _num(x: Optional[float], fmt: str = ".3f") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
 def _cell(arm: Dict[str, Any], metric: str) -> str:
-    if metric not in arm["mean"]:
+    vals = [r[metric] for r in arm["per_seed"] if metric in r]
+    if not vals or len(vals) < len(arm["per_seed"]):
         return "—"
-    low, high = arm["ci95"][metric]
-    return f"{arm['mean'][metric]:.3f} ({low:.3f}–{high:.3f})"
+    mean = float(np.mean(vals))
+    if len(vals) < 2:
+        return f"{mean:.3f}"
+    low, high = stats.paired_t_interval(vals)
+    return f"{mean:.3f} ({low:.3f}–{high:.3f})"
 
 
 def arms_table(summary: Dict[str, Any], ks: Sequence[int] = SHOWN_KS) -> str:
     """Arms × pass@k and every other metric a check reads (e.g. a training metric): the mean
-    over seeds (95% seed-bootstrap interval; "—" where an arm lacks it), and the seeds."""
+    over seeds (95% Student-t interval over seeds; "—" where an arm lacks it), and the
+    seeds."""
     ks = [k for k in ks if f"pass@{k}" in next(iter(summary["arms"].values()))["mean"]]
     cols = [f"pass@{k}" for k in ks]
     cols += [m for m in dict.fromkeys(c["metric"] for c in summary["checks"]) if m not in cols]
@@ -28,20 +44,76 @@ def arms_table(summary: Dict[str, Any], ks: Sequence[int] = SHOWN_KS) -> str:
 
 
 def checks_table(summary: Dict[str, Any]) -> str:
-    """The verdict's checks: paired difference (mean over seeds, 95% seed-bootstrap
-    interval, seeds where a > b), expectation, outcome."""
-    rows = ["| check | a − b (paired by seed) | a > b in | expected | outcome |",
-            "|---|---|---|---|---|"]
-    for c in summary["checks"]:
-        d = c["difference"]
-        expect = _EXPECT[c["expect"]].format(m=c["margin"])
-        rows.append(f"| {c['metric']}: {c['a']} − {c['b']} | {d['mean']:+.3f} "
-                    f"({d['ci95'][0]:+.3f} to {d['ci95'][1]:+.3f}) | {d['wins']}/{d['seeds']} "
-                    f"seeds | {expect} | {c['outcome']} |")
+    """The checks: m, the paired difference (mean over seeds, 95% t-interval, seeds where
+    a > b), the Holm-adjusted t-test p-values (for / against / no effect ≥ m), the exact
+    sign-flip p of the claimed direction, the v1 outcome (published rule, all seeds) and
+    the v2 outcome."""
+    v1 = {(c["metric"], c["a"], c["b"]): c["outcome"] for c in summary["checks"]}
+    rows = ["| check | expected | m | a − b, 95% t-interval | a > b in | Holm p: for / "
+            "against / ≈ 0 | sign-flip p | v1 | v2 |", "|---" * 9 + "|"]
+    for c in summary["v2"]["checks"]:
+        expect = _EXPECT[c["expect"]].format(m=c["m"])
+        h = c["holm"]
+        ps = " / ".join(_num(h[k]) for k in ("support", "contradict", "no_effect"))
+        outcome = c["outcome"].replace("≥ m", f"≥ {c['m']}")
+        rows.append(f"| {c['metric']}: {c['a']} − {c['b']} | {expect} | {c['m']} | "
+                    f"{c['mean']:+.3f} ({c['t95'][0]:+.3f} to {c['t95'][1]:+.3f}) | "
+                    f"{c['wins']}/{c['seeds']} | {ps} | {_num(c['p']['sign_flip'])} | "
+                    f"{v1.get((c['metric'], c['a'], c['b']), '—')} | {outcome} |")
     return "\n".join(rows)
 
 
+def prereg_table(summary: Dict[str, Any]) -> str:
+    """The pre-registered checks (v1 rule: 95% seed-bootstrap interval) when they differ
+    from the current ones or ran on fewer seeds; "" otherwise."""
+    pre = summary["preregistered"]
+    same = [(c["metric"], c["a"], c["b"]) for c in pre["checks"]] == [
+        (c["metric"], c["a"], c["b"]) for c in summary["checks"]]
+    if (same and pre["seeds"] == summary["seeds"]) or pre.get("rule") == "v2":
+        return ""
+    rows = [f"Pre-registered checks ({pre['seeds']} seeds, v1 rule):", "",
+            "| check | a − b, 95% seed bootstrap | expected | outcome |", "|---|---|---|---|"]
+    for c in pre["checks"]:
+        expect = _EXPECT[c["expect"]].format(m=c["margin"])
+        rows.append(f"| {c['metric']}: {c['a']} − {c['b']} | {c['mean']:+.3f} "
+                    f"({c['ci95'][0]:+.3f} to {c['ci95'][1]:+.3f}) | {expect} | "
+                    f"{c['outcome']} |")
+    return "\n".join(rows)
+
+
+def mechanism_lines(summary: Dict[str, Any]) -> str:
+    """The gates (value against threshold) and the static audit's problems, as a list."""
+    lines = []
+    for g in summary["v2"]["gates"]:
+        state = "passed" if g["passed"] else "**failed**"
+        lines.append(f"- Gate: {g['name']}: {_num(g['value'], '.4f')} {g['op']} "
+                     f"{g['threshold']} — {state} (guards check{'s' * (len(g['checks']) > 1)} "
+                     f"{', '.join(str(i + 1) for i in g['checks'])}).")
+    for i, c in enumerate(summary["v2"]["checks"]):
+        if c["reason"].startswith("refused"):
+            lines.append(f"- Static check, check {i + 1}: {c['reason']}.")
+        for flag in c["flags"]:
+            lines.append(f"- Static check, check {i + 1} (flag): {flag}.")
+    return "\n".join(lines)
+
+
+def verdict_lines(summary: Dict[str, Any]) -> str:
+    """The pre-registered, the published (v1, all seeds) and the v2 verdict."""
+    pre, v2 = summary["preregistered"], summary["v2"]
+    out = [f"- **Pre-registered verdict: {pre['verdict']}** ({pre.get('rule', 'v1')} rule, "
+           f"{pre['seeds']} seeds"
+           f"{'; ' + pre['note'].rstrip('.') if pre['note'] else ''})."]
+    if summary.get("verdict") != pre["verdict"] or pre["seeds"] != summary["seeds"]:
+        out.append(f"- **v1 verdict at {summary['seeds']} seeds: {summary['verdict']}.**")
+    nxt = (f" The schedule's next look: {v2['next_stage']} seeds (not run)."
+           if v2.get("next_stage") else "")
+    out.append(f"- **v2 verdict: {v2['verdict']}** ({v2['reason']}; {v2['seeds']} seeds, "
+               f"each family Holm-adjusted at α = {v2['alpha_look']:g}).{nxt}")
+    return "\n".join(out)
+
+
 def markdown(summary: Dict[str, Any]) -> str:
-    """Both tables and the verdict line."""
-    return (f"{arms_table(summary)}\n\n{checks_table(summary)}\n\n"
-            f"**Verdict: {summary['verdict']}.**\n")
+    """The tables, the mechanism lines and the verdicts (a results.json with "v2")."""
+    parts = [arms_table(summary), checks_table(summary), prereg_table(summary),
+             mechanism_lines(summary), verdict_lines(summary)]
+    return "\n\n".join(p for p in parts if p) + "\n"

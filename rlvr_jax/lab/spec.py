@@ -2,8 +2,9 @@
 
 A config file under `configs/repro/NAME.py` defines `finding() -> Finding`. The runner
 (`rlvr_jax.lab.runner`) trains every arm × seed from that seed's shared warm-up, evaluates
-pass@k on held-out prompts, and `rlvr_jax.lab.stats` turns the per-seed metrics into
-paired differences with seed-level bootstrap intervals and a verdict from `checks`.
+pass@k on held-out prompts; `rlvr_jax.lab.stats` turns the per-seed metrics into paired
+differences and `rlvr_jax.lab.verdict` into the pre-registered (v1) and v2 verdicts from
+`checks`, `gates`, `schedule` and `prereg`.
 """
 import dataclasses
 import glob
@@ -19,12 +20,16 @@ EXPECTATIONS = (">", "<", ">=", "<=", "~")
 class Check:
     """One comparison of the verdict: the paired per-seed difference `metric(a) - metric(b)`.
 
-    expect: ">" (a beats b: the 95% interval of the mean difference is above 0), "<" (below
-      0), ">=" (a is not worse: the interval's low end is above -margin), "<=" (a is not
-      better: its high end is below +margin), "~" (a matches b: the interval lies inside
-      ±margin).
-    Each check reads as supported, contradicted (the interval lies wholly on the other side)
-    or undecided (`stats.judge`).
+    expect: ">" (a beats b), "<" (a is below b), ">=" (a is not worse by `margin` or more),
+      "<=" (a is not better by `margin` or more), "~" (a matches b within ±margin).
+    margin: m, the smallest effect of interest, declared before any run: the margin of
+      ">=" / "<=" / "~", and for ">" / "<" the size below which a difference counts as "no
+      effect" (TOST). A finding's checks must have m > 0 (`Finding`).
+    varies: the config keys this comparison is about (the "named variable"); `lab.audit`
+      flags arms that differ in any other key (default: flag when more than one differs).
+    v1 (`stats.judge`, the pre-registered rule): supported / contradicted / undecided from
+    the 95% seed-bootstrap interval. v2 (`lab.verdict`): paired t-tests with Holm across the
+    finding's checks: supported / contradicted / no effect ≥ m / undecided / not testable.
     """
     metric: str
     a: str
@@ -32,12 +37,52 @@ class Check:
     expect: str
     margin: float = 0.0
     note: str = ""
+    varies: Tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.expect not in EXPECTATIONS:
             raise ValueError(f"Check.expect must be one of {EXPECTATIONS}, got {self.expect!r}")
         if self.margin < 0:
             raise ValueError(f"Check.margin must be >= 0, got {self.margin}")
+
+
+GATE_OPS = (">=", "<=")
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """A mechanism (manipulation) gate, declared with the finding: the mean over seeds of
+    `metric` on `arm` (minus that of `minus` when given, e.g. the trace error pass@1 −
+    cot_pass@1) must be `op` `threshold`; otherwise the checks it guards (`checks`: their
+    indices in Finding.checks; empty: all) are "not testable here", naming `name`."""
+    name: str
+    metric: str
+    arm: str
+    op: str
+    threshold: float
+    minus: str = ""
+    checks: Tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if self.op not in GATE_OPS:
+            raise ValueError(f"Gate.op must be one of {GATE_OPS}, got {self.op!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Prereg:
+    """What was registered before the first run, when it differs from the current spec:
+    `checks` (empty: the current ones) judged on the first `seeds` seeds (0: all) with
+    `rule` ("v1": the findings written before lab v2; "v2": a finding registered under v2,
+    whose pre-registered verdict is its v2 verdict) give the pre-registered verdict; `note`
+    discloses what changed, and when."""
+    checks: Sequence[Check] = ()
+    seeds: int = 0
+    note: str = ""
+    rule: str = "v1"
+
+    def __post_init__(self):
+        if self.rule not in ("v1", "v2"):
+            raise ValueError(f"Prereg.rule must be 'v1' or 'v2', got {self.rule!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +115,15 @@ class Finding:
         settings — model, data, sft, seed — make the shared warm-up).
       arms: {arm name: {dotted config key: value}}; `WARMUP` (or any arm with
         "rl.steps": 0) is the warm-up checkpoint itself, evaluated without RL.
-      checks: the comparisons the verdict is made of (all supported: reproduced; any
-        contradicted: not reproduced; else inconclusive at this scale).
-      seeds: training seeds 0..seeds-1 (every arm of seed s starts from warm-up s).
+      checks: the comparisons the verdict is made of (`lab.verdict`).
+      seeds: training seeds 0..seeds-1 (every arm of seed s starts from warm-up s): the
+        first stage of `schedule`.
+      schedule: the seed counts of the looks, fixed in advance (e.g. (5, 10)): after each
+        look the finding stops unless its v2 verdict is "inconclusive"; each look tests at
+        alpha / len(schedule) (Bonferroni over looks). Empty: one look at `seeds`.
+      alpha: the family-wise error of the v2 verdict (Holm across the checks).
+      gates: mechanism gates (`Gate`); a failed one makes its checks "not testable here".
+      prereg: the pre-registered checks / seed count, when the current ones differ.
       eval: the pass@k evaluation.
       curves: training metrics (metrics.jsonl keys) kept per seed for the dynamics plot;
         each also gives the metrics "train:KEY" (its mean over the last 10% of the RL
@@ -89,6 +140,10 @@ class Finding:
     arms: Dict[str, Dict[str, Any]]
     checks: Sequence[Check]
     seeds: int = 3
+    schedule: Tuple[int, ...] = ()
+    alpha: float = 0.05
+    gates: Sequence[Gate] = ()
+    prereg: Prereg = Prereg()
     eval: EvalSpec = EvalSpec()
     curves: Sequence[str] = ("rollout/reward_mean", "train/entropy")
     quick: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -110,10 +165,33 @@ class Finding:
             if _is_train_metric(c.metric) and (self.is_warmup(c.a) or self.is_warmup(c.b)):
                 raise ValueError(f"finding {self.name}: check {c.metric!r} names a warm-up arm, "
                                  f"which has no RL training metrics")
+            if c.margin <= 0:
+                raise ValueError(f"finding {self.name}: check {c.metric} {c.a} {c.expect} "
+                                 f"{c.b} declares no smallest effect of interest (margin > 0)")
+        for g in self.gates:
+            if g.arm not in self.arms:
+                raise ValueError(f"finding {self.name}: gate {g.name!r} names unknown arm "
+                                 f"{g.arm!r}")
+            for m in (g.metric, g.minus):
+                if m and not _metric_known(m, self.eval, self.curves):
+                    raise ValueError(f"finding {self.name}: gate {g.name!r} metric {m!r} is "
+                                     f"not measured")
+            if any(not 0 <= i < len(self.checks) for i in g.checks):
+                raise ValueError(f"finding {self.name}: gate {g.name!r} guards a check index "
+                                 f"outside 0..{len(self.checks) - 1}")
+        if self.schedule and (self.schedule[0] != self.seeds or list(self.schedule) != sorted(
+                set(self.schedule))):
+            raise ValueError(f"finding {self.name}: schedule must increase and start at seeds="
+                             f"{self.seeds}, got {self.schedule}")
         if self.reference and self.reference not in self.arms:
             raise ValueError(f"finding {self.name}: reference {self.reference!r} is not an arm")
         if self.seeds < 1:
             raise ValueError("Finding.seeds must be >= 1")
+
+    @property
+    def stages(self) -> Tuple[int, ...]:
+        """The seed counts of the looks (`schedule`, or just `seeds`)."""
+        return tuple(self.schedule) or (self.seeds,)
 
     @property
     def reference_arm(self) -> str:
@@ -134,8 +212,14 @@ class Finding:
         # a warm-up arm stays one.
         arms = {a: {**o, **self.quick, **({"rl.steps": 0} if self.is_warmup(a) else {})}
                 for a, o in self.arms.items()}
+        gates = [dataclasses.replace(g, metric=_clip_metric(g.metric, top),
+                                     minus=g.minus and _clip_metric(g.minus, top))
+                 for g in self.gates]
+        prereg = dataclasses.replace(self.prereg, seeds=0, checks=[
+            dataclasses.replace(c, metric=_clip_metric(c.metric, top))
+            for c in self.prereg.checks])
         return dataclasses.replace(self, arms=arms, checks=checks, seeds=self.quick_seeds,
-                                   eval=ev)
+                                   eval=ev, schedule=(), gates=gates, prereg=prereg)
 
 
 def _is_train_metric(metric: str) -> bool:

@@ -1,12 +1,15 @@
 """Seed-level statistics of a finding: per-arm mean / IQM with bootstrap intervals over seeds,
-paired differences between arms (paired by seed) and the verdict.
+paired differences between arms (paired by seed) and the v1 verdict (the pre-registered
+rule); below it, the v2 few-seed tests (Student t, exact sign flips, TOST, Holm, a seed ×
+prompt bootstrap) that `lab.verdict` judges with.
 
-The resampling is `rlvr_jax.evaluation.metrics.bootstrap_ci` (a percentile bootstrap over
+The v1 resampling is `rlvr_jax.evaluation.metrics.bootstrap_ci` (a percentile bootstrap over
 runs, the procedure of rliable's `get_interval_estimates`; the project's own, not the
 `rliable` package). Every interval here is over training seeds: the held-out prompts of a
 seed are averaged first, so the prompt-sampling noise is inside each seed's number.
 """
-from typing import Any, Dict, List, Sequence
+import math
+from typing import Any, Dict, List, Sequence, Tuple
 
 import jax
 import numpy as np
@@ -136,3 +139,159 @@ def rounded(obj, digits: int = 5):
 def _metric_order(m: str):
     name, _, k = m.partition("@")
     return (name, int(k) if k.isdigit() else 0)
+
+
+# ----------------------------------------------------------------------------- v2: tests
+# Few-seed inference (docs/findings.md, "Statistics"): the Student t distribution with n − 1
+# degrees of freedom for the mean of n paired differences, an exact sign-flip test, TOST
+# equivalence and Holm's step-down correction. Float64 NumPy / math throughout (no SciPy at
+# run time; the tests compare against SciPy).
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T ≤ t) for Student's t with integer `df` ≥ 1 degrees of freedom, in closed form
+    (Abramowitz & Stegun 26.7.3-4): with θ = atan(t / √df), A(t) = P(|T| ≤ t) is
+      df odd:  (2/π)·[θ + sinθ·(cosθ + (2/3)cos³θ + …
+                              + (2·4…(df−3))/(3·5…(df−2))·cos^(df−2)θ)]
+               (df = 1: 2θ/π)
+      df even: sinθ·[1 + (1/2)cos²θ + (1·3)/(2·4)cos⁴θ + …
+                     + (1·3…(df−3))/(2·4…(df−2))·cos^(df−2)θ]
+    and the CDF is (1 + A(t)) / 2, A being odd in t. Accurate to float64 rounding."""
+    if int(df) != df or df < 1:
+        raise ValueError(f"t_cdf: df must be an integer >= 1, got {df}")
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    df = int(df)
+    theta = math.atan(t / math.sqrt(df))
+    s, c2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2:
+        total, term = 0.0, math.cos(theta)
+        for j in range(1, (df - 1) // 2 + 1):
+            total += term
+            term *= (2 * j) / (2 * j + 1) * c2
+        a = (2.0 / math.pi) * (theta + s * total)
+    else:
+        total, term = 0.0, 1.0
+        for j in range(1, df // 2 + 1):
+            total += term
+            term *= (2 * j - 1) / (2 * j) * c2
+        a = s * total
+    return 0.5 + 0.5 * a
+
+
+def t_ppf(q: float, df: int) -> float:
+    """The q-quantile of Student's t with integer `df` degrees of freedom: t_cdf inverted by
+    bisection to float64 resolution (the CDF is strictly increasing)."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"t_ppf: q must be in (0, 1), got {q}")
+    if q < 0.5:
+        return -t_ppf(1.0 - q, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < q:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        lo, hi = (mid, hi) if t_cdf(mid, df) < q else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def _mean_se(diffs) -> Tuple[np.ndarray, float, float]:
+    d = np.asarray(diffs, np.float64).reshape(-1)
+    if d.size < 2:
+        raise ValueError(f"need at least 2 paired differences, got {d.size}")
+    return d, float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
+
+
+def paired_t_interval(diffs: Sequence[float], level: float = 0.95) -> Tuple[float, float]:
+    """(lo, hi): the Student-t interval d̄ ± t_{(1+level)/2, n−1} · s / √n of the mean of
+    the n paired differences `diffs` [n] (s: their sample standard deviation, ddof 1)."""
+    d, mean, se = _mean_se(diffs)
+    half = t_ppf(0.5 + 0.5 * level, d.size - 1) * se
+    return mean - half, mean + half
+
+
+def t_pvalue(diffs: Sequence[float], mu0: float = 0.0, alternative: str = "greater") -> float:
+    """One-sample t-test of the mean of `diffs` [n] against `mu0`: with T = (d̄ − mu0)/(s/√n)
+    and F the t CDF (n − 1 df), "greater" (H1: mean > mu0) gives 1 − F(T), "less" F(T),
+    "two-sided" 2·min(F(T), 1 − F(T)). Zero spread (s = 0): T = ±∞ (0 or 1); d̄ = mu0: 1."""
+    d, mean, se = _mean_se(diffs)
+    if se == 0.0:
+        t = 0.0 if mean == mu0 else math.copysign(math.inf, mean - mu0)
+        if t == 0.0:
+            return 1.0
+    else:
+        t = (mean - mu0) / se
+    low = t_cdf(t, d.size - 1)
+    up = t_cdf(-t, d.size - 1)  # 1 − F(T) without the cancellation.
+    p = {"greater": up, "less": low, "two-sided": 2.0 * min(low, up)}.get(alternative)
+    if p is None:
+        raise ValueError(f"alternative must be greater / less / two-sided, got {alternative!r}")
+    return min(1.0, p)
+
+
+def equivalence_pvalue(diffs: Sequence[float], margin: float) -> float:
+    """TOST (two one-sided t-tests) of |mean| < margin: max(p of H0 mean ≤ −margin vs
+    greater, p of H0 mean ≥ +margin vs less); below α: "no effect ≥ margin"."""
+    if margin <= 0:
+        raise ValueError(f"equivalence margin must be > 0, got {margin}")
+    return max(t_pvalue(diffs, -margin, "greater"), t_pvalue(diffs, margin, "less"))
+
+
+MAX_SIGN_FLIP_N = 20
+
+
+def sign_flip_pvalue(diffs: Sequence[float], alternative: str = "two-sided") -> float:
+    """Exact sign-flip (paired permutation) test of a zero mean: over all 2^n patterns ε of
+    signs, the share whose mean m_ε = mean(ε·d) is at least as extreme as the observed d̄:
+    "greater" m_ε ≥ d̄, "less" m_ε ≤ d̄, "two-sided" |m_ε| ≥ |d̄|, each up to rounding
+    (a tolerance of 1e-9 · mean|d|, far above float64 sums' error, far below any real gap).
+    The smallest p is 1/2^n one-sided (n = 5: 0.031), 2/2^n two-sided. n ≤ 20."""
+    d = np.asarray(diffs, np.float64).reshape(-1)
+    n = d.size
+    if not 1 <= n <= MAX_SIGN_FLIP_N:
+        raise ValueError(f"sign_flip_pvalue: 1 <= n <= {MAX_SIGN_FLIP_N}, got {n}")
+    bits = (np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1
+    means = (np.where(bits, -1.0, 1.0) * d).mean(axis=1)
+    obs, tol = float(d.mean()), 1e-9 * float(np.abs(d).mean())
+    hits = {"greater": means >= obs - tol, "less": means <= obs + tol,
+            "two-sided": np.abs(means) >= abs(obs) - tol}.get(alternative)
+    if hits is None:
+        raise ValueError(f"alternative must be greater / less / two-sided, got {alternative!r}")
+    return float(hits.mean())
+
+
+def holm(pvalues: Sequence[float]) -> List[float]:
+    """Holm's step-down adjusted p-values, in the input order: with p_(1) ≤ … ≤ p_(k)
+    sorted, p̃_(i) = min(1, max_{j ≤ i} (k − j + 1)·p_(j)) (monotone in i, capped at 1).
+    Rejecting p̃ < α controls the family-wise error at α."""
+    p = np.asarray(pvalues, np.float64).reshape(-1)
+    k = p.size
+    order = np.argsort(p, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate((k - np.arange(k)) * p[order]))
+    out = np.empty(k)
+    out[order] = adj
+    return out.tolist()
+
+
+def seed_prompt_bootstrap(values: np.ndarray, *, level: float = 0.95, num_resamples: int = 5000,
+                          seed: int = 0) -> Dict[str, float]:
+    """Two-stage (seed × prompt) percentile bootstrap of the grand mean of `values` [S, P]
+    (per seed, per held-out prompt; for a paired difference pass a − b, same prompts): each
+    resample draws S seeds with replacement, then P prompts with replacement within each
+    drawn seed. {"value", "low", "high"}. Its variance is (1/S)·[Var_s(m_s) + mean_s(σ_s²)/P]
+    (plug-in; m_s, σ_s² a seed's prompt mean and variance): seeds and prompts both count."""
+    x = np.asarray(values, np.float64)
+    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
+        raise ValueError(f"values must be [seeds, prompts], got shape {x.shape}")
+    s, p = x.shape
+    rng = np.random.default_rng(seed)
+    out = np.empty(num_resamples)
+    for i in range(0, num_resamples, 500):  # Chunks: [r, S, P] indices stay small.
+        r = min(500, num_resamples - i)
+        seeds = rng.integers(0, s, (r, s))
+        prompts = rng.integers(0, p, (r, s, p))
+        out[i:i + r] = x[seeds[:, :, None], prompts].mean(axis=(1, 2))
+    tail = 50.0 * (1.0 - level)
+    low, high = np.percentile(out, [tail, 100.0 - tail])
+    return {"value": float(x.mean()), "low": float(low), "high": float(high)}
