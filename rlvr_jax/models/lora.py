@@ -68,7 +68,7 @@ _IO_AXES = {"q": (("embed",), ("heads", "kv")), "k": (("embed",), ("kv_heads", "
             "down": (("mlp",), ("embed",))}
 
 
-def _tree(config: ModelConfig, leaf) -> Params:
+def tree_of(config: ModelConfig, leaf) -> Params:
     out: Params = {}
     for t in config.lora_targets:
         a, b = leaf(t)
@@ -92,7 +92,7 @@ def init_adapters(config: ModelConfig, rng: jax.Array) -> Params:
         bound = fan_in ** -0.5
         a = jax.random.uniform(keys[t], (n,) + ins + (r,), jnp.float32, -bound, bound)
         return a.astype(dtype), jnp.zeros((n, r) + outs, dtype)
-    return _tree(config, leaf)
+    return tree_of(config, leaf)
 
 
 def logical_axes(config: ModelConfig) -> Params:
@@ -102,7 +102,7 @@ def logical_axes(config: ModelConfig) -> Params:
     def leaf(t):
         ins, outs = _IO_AXES[t]
         return P("layers", *ins, "lora"), P("layers", "lora", *outs)
-    return _tree(config, leaf)
+    return tree_of(config, leaf)
 
 
 def is_adapter_path(path) -> bool:
@@ -198,10 +198,22 @@ def merge(params: Params, config: ModelConfig, dtype=None) -> Params:
 
 
 def specs_like(base_specs: Params, params: Params, config: ModelConfig) -> Params:
-    """The logical specs of `params`: `base_specs` plus the adapters' when it has some."""
-    if not has_adapters(params):
-        return base_specs
-    return attach(base_specs, logical_axes(config))
+    """The logical specs of `params` (a policy tree, or a part of one such as the adapters
+    alone): `base_specs` with a quantized base's leaves (`models.quant`) and the adapters'
+    axes where `params` has them, pruned to the keys of `params`."""
+    from rlvr_jax.models import quant
+    specs = base_specs
+    if quant.is_quantized(params):
+        specs = dict(specs, layers={k: quant.logical_axes(v) if k in ("attn", "mlp") else v
+                                    for k, v in specs["layers"].items()})
+    if config.lora_rank:
+        specs = attach(specs, logical_axes(config))
+    return _prune_like(specs, params)
+
+
+def _prune_like(specs: Params, tree: Params) -> Params:
+    return {k: _prune_like(specs[k], v) if isinstance(v, dict) else specs[k]
+            for k, v in tree.items()}
 
 
 def num_params(config: ModelConfig) -> int:
