@@ -146,3 +146,21 @@ def read_base(workdir: str, abstract):
         return checkpointer.restore(target)
     from rlvr_jax.train.checkpoint import abstract_like
     return checkpointer.restore(target, abstract_like(abstract))
+
+
+def load_base(run_dir: str, config, model_config):
+    """The frozen base of a finished or interrupted LoRA run, on the first local device (for
+    evaluation and export): `<run_dir>/lora_base/`, or its HF checkpoint (hash checked,
+    quantized again as the run stored it)."""
+    with open(os.path.join(run_dir, BASE_JSON)) as f:
+        record = json.load(f)
+    if record["source"] == "workdir":
+        return read_base(run_dir, None)
+    if hf_hash(record["path"]) != record["hash"]:
+        raise ValueError(f"{record['path']} changed since the run {run_dir} trained adapters "
+                         "on it (its hash differs)")
+    from rlvr_jax.models import hf
+    _, params = hf.load_hf_checkpoint(record["path"], dtype=model_config.dtype,
+                                      param_dtype=model_config.param_dtype)
+    return quant.quantize_params(jax.tree.map(jax.numpy.asarray, params),
+                                 config.model.lora.get("quantize_base", "none"))
