@@ -46,7 +46,8 @@ def quantize(w: jax.Array, kind: str, lead: int = 1) -> Tuple[jax.Array, jax.Arr
     if kind == "int8":
         codes = jnp.round(unit * 127).astype(jnp.int8).reshape(lead_shape + (n,))
     elif kind == "nf4":
-        idx = jnp.argmin(jnp.abs(unit[..., None] - jnp.asarray(NF4_TABLE)), axis=-1)
+        table = jnp.asarray(NF4_TABLE).reshape((1,) * unit.ndim + (-1,))
+        idx = jnp.argmin(jnp.abs(unit[..., None] - table), axis=-1)
         pairs = idx.astype(jnp.uint8).reshape(lead_shape + (n // 2, 2))
         codes = pairs[..., 0] | (pairs[..., 1] << 4)
     else:
