@@ -161,3 +161,22 @@ def test_config_keys():
     config.model.lora.quantize_base = "int4"
     with pytest.raises(ConfigError, match="model.lora.quantize_base"):
         adapters_lib.lora_fields(config)
+
+
+def test_init_from_a_peft_directory(cfg, base, trained, tmp_path):
+    from rlvr_jax.models import peft_format
+    from rlvr_jax.train import build
+    peft_format.save_peft(trained, cfg, str(tmp_path / "adapter"))
+    config = default_config()
+    config.mesh.num_devices = 1
+    config.model.lora.rank = R
+    config.model.lora.init_from = str(tmp_path / "adapter")
+    config.model.lora.quantize_base = "int8"
+    placer = build.Placer(*build.build_mesh(config), cfg)
+    params = adapters_lib.attach_for_rl(config, cfg, base, placer, jax.random.PRNGKey(0))
+    assert quant.is_quantized(params)
+    for got, want in zip(jax.tree.leaves(lora.split(params)[0]), jax.tree.leaves(trained)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    with pytest.raises(ConfigError, match="model.lora.init_from.*r=4.*rank=2"):
+        adapters_lib.attach_for_rl(config, cfg.replace(lora_rank=2), base, placer,
+                                   jax.random.PRNGKey(0))
