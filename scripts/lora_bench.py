@@ -3,7 +3,10 @@
     python scripts/lora_bench.py decode [--preset qwen2.5-0.5b] [--rank 16] [--batch 8]
         The sampler's two ways to use adapters: merged once per rollout into the decode copy
         of the weights (`decoding.prepare_params`, the default) vs applied unmerged in every
-        decode step: seconds for the preparation and per decode step (median of --reps).
+        decode step: seconds for the preparation and per decode step (min and median of
+        --reps interleaved runs), and the sum for rollouts of 16, 64, 256 steps.
+    python scripts/lora_bench.py decode_cost [--preset qwen2.5-0.5b] [--rank 16] [--batch 8]
+        The same two ways by XLA's cost analysis (GFLOPs, GB accessed), from shapes only.
     python scripts/lora_bench.py quant [--preset qwen2.5-0.5b]
         Log-prob deviation of an int8 / nf4 base (`models.quant`) from the float32 base:
         max and mean |Δ log p| of the sampled-like tokens over a random batch.
@@ -39,38 +42,63 @@ def _params(cfg):
     return lora.attach(base, adapters)
 
 
-def _timed(fn, *args, reps):
-    jax.block_until_ready(fn(*args))  # Compile.
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def decode(args) -> dict:
     cfg = _config(args)
     params = _params(cfg)
     out = {"preset": args.preset, "rank": args.rank, "batch": args.batch,
-           "cache_len": args.cache_len, "backend": jax.default_backend()}
+           "cache_len": args.cache_len, "reps": args.reps, "backend": jax.default_backend(),
+           "load_average_1min": os.getloadavg()[0]}
     tokens = jnp.ones((args.batch, 1), jnp.int32)
-    for merge in (True, False):
+    cache = decoding.init_cache(cfg, args.batch, args.cache_len)
+    cache["mask"] = cache["mask"].at[:, :args.cache_len // 2].set(1)
+    cache["index"] = jnp.asarray(args.cache_len // 2, jnp.int32)
+    step = jax.jit(lambda pp, c: decoding.forward(pp, tokens, config=cfg, cache=c)[0])
+    progs = {}
+    for key, merge in (("merged", True), ("unmerged", False)):
         prep = jax.jit(lambda p, m=merge: decoding.prepare_params(p, cfg, merge_adapters=m))
-        prepared = prep(params)
-        cache = decoding.init_cache(cfg, args.batch, args.cache_len)
-        cache["mask"] = cache["mask"].at[:, :args.cache_len // 2].set(1)
-        cache["index"] = jnp.asarray(args.cache_len // 2, jnp.int32)
-        step = jax.jit(lambda pp, c: decoding.forward(pp, tokens, config=cfg, cache=c)[0])
-        key = "merged" if merge else "unmerged"
-        out[f"{key}_prepare_s"] = _timed(prep, params, reps=args.reps)
-        out[f"{key}_step_s"] = _timed(step, prepared, cache, reps=args.reps)
-        del prepared
-    for n in (64, 256):
-        out[f"rollout_{n}_steps_merged_s"] = out["merged_prepare_s"] + n * out["merged_step_s"]
-        out[f"rollout_{n}_steps_unmerged_s"] = (out["unmerged_prepare_s"]
-                                                + n * out["unmerged_step_s"])
+        progs[key] = (prep, prep(params))
+        jax.block_until_ready(step(progs[key][1], cache))  # Compile.
+    times = {f"{k}_{w}": [] for k in progs for w in ("prepare", "step")}
+    for _ in range(args.reps):  # Interleaved, so that a load change hits both alike.
+        for key, (prep, prepared) in progs.items():
+            times[f"{key}_prepare"].append(_once(prep, params))
+            times[f"{key}_step"].append(_once(step, prepared, cache))
+    for name, ts in times.items():
+        out[f"{name}_s_min"], out[f"{name}_s_median"] = min(ts), statistics.median(ts)
+    for n in (16, 64, 256):
+        for key in progs:
+            out[f"rollout_{n}_steps_{key}_s"] = (out[f"{key}_prepare_s_min"]
+                                                 + n * out[f"{key}_step_s_min"])
     return out
+
+
+def decode_cost(args) -> dict:
+    """XLA's cost analysis (flops, bytes accessed) of one decode step and of the preparation,
+    merged vs unmerged: compiled from abstract shapes, no weights made, machine-independent."""
+    cfg = _config(args)
+    params = jax.eval_shape(lambda: lora.attach(
+        transformer.init_params(cfg, jax.random.PRNGKey(0)),
+        lora.init_adapters(cfg, jax.random.PRNGKey(1))))
+    tokens = jnp.ones((args.batch, 1), jnp.int32)
+    cache = jax.eval_shape(lambda: decoding.init_cache(cfg, args.batch, args.cache_len))
+    out = {"preset": args.preset, "rank": args.rank, "batch": args.batch,
+           "cache_len": args.cache_len}
+    for key, merge in (("merged", True), ("unmerged", False)):
+        prep = lambda p, m=merge: decoding.prepare_params(p, cfg, merge_adapters=m)  # noqa
+        prepared = jax.eval_shape(prep, params)
+        step = lambda pp, c: decoding.forward(pp, tokens, config=cfg, cache=c)[0]  # noqa
+        for what, fn, arg in (("prepare", prep, (params,)), ("step", step, (prepared, cache))):
+            cost = jax.jit(fn).lower(*arg).compile().cost_analysis()
+            cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+            out[f"{key}_{what}_gflops"] = cost.get("flops", 0.0) / 1e9
+            out[f"{key}_{what}_gbytes"] = cost.get("bytes accessed", 0.0) / 1e9
+    return out
+
+
+def _once(fn, *args):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    return time.perf_counter() - start
 
 
 def quant_deviation(args) -> dict:
@@ -120,7 +148,7 @@ def memory(args) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("decode", "quant", "memory"))
+    parser.add_argument("what", choices=("decode", "decode_cost", "quant", "memory"))
     parser.add_argument("--preset", default=None)
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--batch", type=int, default=8)
@@ -132,7 +160,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.preset is None:
         args.preset = "qwen2.5-7b" if args.what == "memory" else "qwen2.5-0.5b"
-    fn = {"decode": decode, "quant": quant_deviation, "memory": memory}[args.what]
+    fn = {"decode": decode, "decode_cost": decode_cost, "quant": quant_deviation,
+          "memory": memory}[args.what]
     print(json.dumps(fn(args), indent=1))
 
 
