@@ -51,7 +51,8 @@ def _rollout(cfg):
 def _trained(cfg, base):
     """Adapters after 3 GRPO updates of base + fresh adapters; the base must not move."""
     tx = state_lib.make_optimizer(learning_rate=3e-2, max_grad_norm=None)
-    params = jax.tree.map(jnp.copy, lora.attach(base, lora.init_adapters(cfg, jax.random.PRNGKey(1))))  # (Donated.)
+    fresh = lora.init_adapters(cfg, jax.random.PRNGKey(1))
+    params = jax.tree.map(jnp.copy, lora.attach(base, fresh))  # A copy: the state is donated.
     state = state_lib.create_train_state(params, tx, jax.random.PRNGKey(2))
     mu = optax.tree_utils.tree_get(state.opt_state, "mu")  # AdamW state: the adapters' only.
     assert jax.tree.structure(mu) == jax.tree.structure(lora.split(params)[0])
