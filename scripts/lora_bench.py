@@ -30,9 +30,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rlvr_jax.models import decoding, lora, presets, quant, transformer  # noqa: E402
 
 
-def _config(args, **extra):
+def _config(args, rank=None):
+    rank = args.rank if rank is None else rank
     return presets.get(args.preset, dtype="float32", param_dtype="float32").replace(
-        lora_rank=args.rank, lora_alpha=2.0 * args.rank, lora_targets=lora.TARGETS, **extra)
+        lora_rank=rank, lora_alpha=2.0 * rank, lora_targets=lora.TARGETS if rank else ())
 
 
 def _params(cfg):
@@ -107,7 +108,7 @@ def _once(fn, *args):
 
 
 def quant_deviation(args) -> dict:
-    cfg = _config(args, lora_rank=0, lora_alpha=0.0, lora_targets=())
+    cfg = _config(args, rank=0)
     base = jax.jit(lambda k: transformer.init_params(cfg, k))(jax.random.PRNGKey(0))
     tokens = jax.random.randint(jax.random.PRNGKey(2), (args.batch, args.length), 0,
                                 cfg.vocab_size)
