@@ -59,6 +59,7 @@ def _comparable(path):
             for r in read_metrics(path)]
 
 
+@pytest.mark.slow  # Two runs (warm-up, PPO on the split path, evaluations): ~95 s under load.
 def test_lora_run_checkpoints_resumes_exactly_and_exports(tmp_path, tok):
     config = _config()
     full_dir, workdir = str(tmp_path / "full"), str(tmp_path / "resumed")
