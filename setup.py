@@ -29,7 +29,7 @@ EXTRAS = {
 # torch==2.13.0 is the CPU build; torch/transformers are only a numeric-parity reference.
 # The tests also exercise every optional extra.
 EXTRAS["test"] = sorted(set(
-    ["chex>=0.1.92", "pytest>=9.0", "pytest-timeout>=2.4", "torch==2.13.0", "transformers>=5.0",
+    ["chex>=0.1.92", "pytest>=9.0", "pytest-timeout>=2.4", "torch==2.13.0", "transformers>=5.0", "peft>=0.21",
      "nbformat>=5.10", "nbclient>=0.10", "ipykernel>=6.29", "pytest-xdist>=3.5",
      "hypothesis>=6.100"]
     + EXTRAS["math"] + EXTRAS["parquet"] + EXTRAS["tfds"] + EXTRAS["viz"] + EXTRAS["wandb"]))

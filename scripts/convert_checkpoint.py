@@ -5,7 +5,17 @@
                                                                       [--max-shard-bytes N]
     python scripts/convert_checkpoint.py orbax-to-hf  runs/quickstart HF_DIR   # a training run
 
-`orbax-to-hf` also reads a `scripts/train.py` workdir: the policy of its latest checkpoint.
+    python scripts/convert_checkpoint.py orbax-to-peft runs/lora OUT [--no-base]
+
+`orbax-to-hf` also reads a `scripts/train.py` workdir: the policy of its latest checkpoint;
+of a LoRA run (`model.lora.rank` > 0), the merged model (W + (alpha/r)·A·B, a quantized
+base dequantized). `orbax-to-peft` writes a LoRA run's adapters in PEFT's format,
+`OUT/adapter/` (adapter_config.json, adapter_model.safetensors: Hugging Face module names,
+r, lora_alpha, target_modules), and its frozen base as an HF directory `OUT/base/` (with
+`--no-base`, when the run's base already is one, `model.hf_checkpoint`, the adapter names
+that directory instead). Load it with `PeftModel.from_pretrained(AutoModelForCausalLM.
+from_pretrained("OUT/base"), "OUT/adapter")`; `model.lora.init_from=OUT/adapter` starts a
+run from it.
 
 Exports are exact by default: the tensors keep the parameters' own dtype
 (`param_dtype` in model_config.json) unless `--dtype` asks for another.
@@ -22,8 +32,9 @@ import sys
 import orbax.checkpoint as ocp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from rlvr_jax.models import hf  # noqa: E402
+from rlvr_jax.models import hf, lora, peft_format  # noqa: E402
 from rlvr_jax.models.config import ModelConfig  # noqa: E402
+from rlvr_jax.train import adapters  # noqa: E402
 
 
 def save_orbax(params, config: ModelConfig, out_dir: str) -> None:
@@ -86,6 +97,13 @@ def main(argv=None) -> None:
     to_hf.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
                        help="tensor dtype on disk (default: the parameters' own dtype, exact)")
     to_hf.add_argument("--max-shard-bytes", type=int, default=5 * 2**30)
+    to_peft = sub.add_parser("orbax-to-peft", help="a LoRA run -> PEFT adapter (+ HF base)")
+    to_peft.add_argument("in_dir", help="a scripts/train.py workdir of a LoRA run")
+    to_peft.add_argument("out_dir", help="where adapter/ (and base/) go")
+    to_peft.add_argument("--no-base", action="store_true",
+                         help="do not write base/: the run's base is its model.hf_checkpoint")
+    to_peft.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                         help="tensor dtype on disk (default: the parameters' own dtype)")
     args = parser.parse_args(argv)
     try:
         _convert(args)
@@ -101,11 +119,39 @@ def _convert(args) -> None:
                                                param_dtype=args.param_dtype)
         save_orbax(params, config, args.out_dir)
         print(f"{config.family}: {config.num_params():,} parameters -> {args.out_dir}")
+    elif args.command == "orbax-to-peft":
+        _to_peft(args)
     else:
         config, params = load_orbax(args.in_dir)
+        params = adapters.full_weights(params, config)  # A LoRA run: the merged model.
         hf.save_hf_checkpoint(params, config, args.hf_dir, dtype=args.dtype or config.param_dtype,
                               max_shard_bytes=args.max_shard_bytes)
         print(f"{config.family}: {config.num_params():,} parameters -> {args.hf_dir}")
+
+
+def _to_peft(args) -> None:
+    """OUT/adapter (PEFT) and, unless --no-base, OUT/base (HF) of a LoRA run."""
+    config, params = load_orbax(args.in_dir)
+    if not config.lora_rank:
+        raise ValueError(f"{args.in_dir} is not a LoRA run (model.lora.rank is 0): use "
+                         "orbax-to-hf")
+    dtype = args.dtype or config.param_dtype
+    base_dir = os.path.abspath(os.path.join(args.out_dir, "base"))
+    if args.no_base:
+        with open(os.path.join(args.in_dir, adapters.BASE_JSON)) as f:
+            record = json.load(f)
+        if record["source"] != "hf":
+            raise ValueError(f"{args.in_dir}: the run created or trained its base (it is in "
+                             f"{adapters.BASE_DIR}/, not an HF directory): drop --no-base")
+        base_dir = record["path"]
+    else:
+        hf.save_hf_checkpoint(adapters.full_weights(lora.base_of(params), config), config,
+                              base_dir, dtype=dtype)
+    peft_format.save_peft(lora.split(params)[0], config, os.path.join(args.out_dir, "adapter"),
+                          base_model=base_dir, dtype=dtype)
+    print(f"LoRA r={config.lora_rank} alpha={config.lora_alpha} "
+          f"({','.join(config.lora_targets)}) -> {os.path.join(args.out_dir, 'adapter')}"
+          + ("" if args.no_base else f", base -> {base_dir}"))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,11 @@ class ModelConfig:
         fused kernel on GPU / TPU, per device shard under a mesh; the plain XLA path on CPU),
         "xla", "pallas_gpu" or "splash" (explicit kernels run in Pallas interpret mode off
         their backend).
+      lora_rank: r of the LoRA adapters (`models.lora`); 0: none. The forward applies an
+        adapter wherever its leaves are in the parameter tree; these fields say how to
+        create and scale them.
+      lora_alpha: PEFT's lora_alpha (the adapters' output is scaled by alpha / r).
+      lora_targets: the adapted projections, from ("q", "k", "v", "o", "gate", "up", "down").
     """
     family: str = "qwen2"
     vocab_size: int = 128
@@ -71,6 +76,9 @@ class ModelConfig:
     max_position_embeddings: int = 32768
     scan_unroll: int = 0
     attention: str = "auto"
+    lora_rank: int = 0
+    lora_alpha: float = 0.0
+    lora_targets: Tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -91,6 +99,11 @@ class ModelConfig:
                 "rope_scaling must be None or ('llama3', factor, low_freq_factor, "
                 f"high_freq_factor, original_max_position_embeddings), got {self.rope_scaling!r}")
         jnp.dtype(self.dtype), jnp.dtype(self.param_dtype)  # Raises on unknown names.
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # (JSON: a list)
+        if self.lora_rank < 0 or (self.lora_rank and (not self.lora_targets or
+                                                       self.lora_alpha <= 0)):
+            raise ValueError(f"LoRA: rank {self.lora_rank} >= 0, and with a rank, targets "
+                             f"{self.lora_targets} and alpha {self.lora_alpha} > 0")
         if not 0 <= self.scan_unroll <= self.n_layers:
             raise ValueError(f"scan_unroll must be in [0, n_layers={self.n_layers}], "
                              f"got {self.scan_unroll}")

@@ -37,23 +37,37 @@ Prepared = Dict[str, Any]
 CACHE_AXES = ("batch", "kv_heads", "length", "kv")  # Logical axes of one layer's k or v.
 
 
-def prepare_params(params: Dict[str, Any], config: ModelConfig) -> Prepared:
+def prepare_params(params: Dict[str, Any], config: ModelConfig,
+                   merge_adapters: bool = True) -> Prepared:
     """The parameters as the cached forward reads them (call once per rollout).
 
     Returns {"embed": [V, D] (storage dtype, for the lookup), "head": [V, D] when tied
     else [D, V] (compute dtype), "final_norm": [D], "layers": tuple of L per-layer dicts
     (the stacked tree's leaves indexed at l; kernels and biases in the compute dtype, norm
     scales as stored)}. Costs one copy of the layer weights (in the compute dtype), made
-    outside the decode loop, so that no decode step slices the stacked arrays.
+    outside the decode loop, so that no decode step slices the stacked arrays. A quantized
+    base (`models.quant`) is dequantized into that copy; LoRA adapters (`models.lora`) are
+    merged into it (W + (alpha/r)·A·B, float32 math: free, the copy is made anyway), or with
+    `merge_adapters=False` kept beside it and applied unmerged in every step (slower on CPU
+    at the 0.5B shape: docs/lora.md).
     """
+    from rlvr_jax.models import lora, quant
     dt = config.compute_dtype
+    shapes = {t: sum(lora.io_shapes(config, t), ()) for t in lora.TARGETS}
 
     def layer(i):
         def leaf(path, w):
             w = w[i]
             name = getattr(path[-1], "key", "")
-            return w if name == "scale" else w.astype(dt)
-        return jax.tree_util.tree_map_with_path(leaf, params["layers"])
+            keep = name == "scale" or name.endswith(quant.CODES) or name.endswith(quant.SCALES)
+            return w if keep else w.astype(dt)
+        tree = jax.tree_util.tree_map_with_path(leaf, params["layers"])
+        for name in ("attn", "mlp"):
+            module = quant.dequantize_module(tree[name], shapes, dt)
+            if config.lora_rank and merge_adapters:
+                module = lora.merge_module(module, lora.scale(config), dt)
+            tree[name] = module
+        return tree
 
     head = params["embed"] if config.tie_embeddings else params["lm_head"]
     return {"embed": params["embed"], "head": head.astype(dt),
@@ -109,7 +123,7 @@ def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig
     from rlvr_jax.models import transformer  # The shared RoPE helpers.
 
     def proj(name, axis):
-        y = jnp.einsum("btd,dhk->bthk", x, lp[f"{name}_kernel"])
+        y = _adapted(lp, name, x, jnp.einsum("btd,dhk->bthk", x, lp[f"{name}_kernel"]), cfg)
         if cfg.qkv_bias:
             y = y + lp[f"{name}_bias"][None, None]
         return nn.with_logical_constraint(y, ("batch", "length", axis, "kv"))
@@ -136,7 +150,18 @@ def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig
                                                 index + 1, cfg, impl=impl)[:, None]
     else:
         out = transformer.grouped_attention(q, k_cache, v_cache, mask, cfg, kv_layout="bnsk")
-    return jnp.einsum("bthk,hkd->btd", out, lp["o_kernel"]), k_cache, v_cache
+    return (_adapted(lp, "o", out, jnp.einsum("bthk,hkd->btd", out, lp["o_kernel"]), cfg),
+            k_cache, v_cache)
+
+
+def _adapted(module, target, x, y, cfg: ModelConfig):
+    """y plus the unmerged adapter of `target` when `module` still holds one
+    (`prepare_params(..., merge_adapters=False)`), else y."""
+    if f"{target}_lora_a" not in module:
+        return y
+    from rlvr_jax.models import lora
+    return y + lora.delta(x, module[f"{target}_lora_a"], module[f"{target}_lora_b"],
+                          lora.scale(cfg))
 
 
 def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, impl):
@@ -147,9 +172,10 @@ def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, im
     x = x + h
     m = lp["mlp"]
     y = _rms_norm(x, lp["post_attn_norm"]["scale"], cfg.norm_eps)
-    h = nn.silu(y @ m["gate_kernel"]) * (y @ m["up_kernel"])
+    h = nn.silu(_adapted(m, "gate", y, y @ m["gate_kernel"], cfg)) * \
+        _adapted(m, "up", y, y @ m["up_kernel"], cfg)
     h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
-    x = x + h @ m["down_kernel"]
+    x = x + _adapted(m, "down", h, h @ m["down_kernel"], cfg)
     return nn.with_logical_constraint(x, ("batch", "length", "embed")), k_cache, v_cache
 
 

@@ -31,6 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlvr_jax.models import attention as attention_lib
+from rlvr_jax.models import lora as lora_lib
+from rlvr_jax.models import quant
 from rlvr_jax.models.config import ModelConfig
 
 Params = Dict[str, Any]
@@ -43,6 +45,28 @@ _NEG_INF = -1e30  # Finite, so fully masked rows give a uniform softmax, never N
 
 def _param(module, name, init, shape, names, dtype):
     return module.param(name, nn.with_logical_partitioning(init, names), shape, dtype)
+
+
+def _kernel(module, target, init, shape, names, cfg: ModelConfig):
+    """The `<target>_kernel` [*shape] in the compute dtype: dequantized on the fly when the
+    tree holds it quantized (`models.quant`, QLoRA's frozen base)."""
+    name = f"{target}_kernel"
+    if module.has_variable("params", name + quant.CODES):
+        return quant.dequantize(module.get_variable("params", name + quant.CODES),
+                                module.get_variable("params", name + quant.SCALES), shape,
+                                cfg.compute_dtype)
+    return _param(module, name, init, shape, names, cfg.storage_dtype).astype(cfg.compute_dtype)
+
+
+def _adapted(module, target, x, y, cfg: ModelConfig):
+    """y + (alpha/r)·(x·A)·B when the tree holds an adapter of `target` (`models.lora`),
+    else y. x: [..., *in] and y: [..., *out] in the compute dtype."""
+    a_name = f"{target}_lora_a"
+    if not cfg.lora_rank or not module.has_variable("params", a_name):
+        return y
+    return y + lora_lib.delta(x, module.get_variable("params", a_name),
+                              module.get_variable("params", f"{target}_lora_b"),
+                              lora_lib.scale(cfg))
 
 
 class RMSNorm(nn.Module):
@@ -137,9 +161,9 @@ class Attention(nn.Module):
         init = nn.initializers.normal(stddev=0.02)
 
         def proj(name, heads, axis):
-            w = _param(self, f"{name}_kernel", init, (cfg.d_model, heads, cfg.head_dim),
-                       ("embed", axis, "kv"), pdt)
-            y = jnp.einsum("btd,dhk->bthk", x, w.astype(dt))
+            w = _kernel(self, name, init, (cfg.d_model, heads, cfg.head_dim),
+                        ("embed", axis, "kv"), cfg)
+            y = _adapted(self, name, x, jnp.einsum("btd,dhk->bthk", x, w), cfg)
             if cfg.qkv_bias:
                 b = _param(self, f"{name}_bias", nn.initializers.zeros, (heads, cfg.head_dim),
                            (axis, "kv"), pdt)
@@ -166,9 +190,9 @@ class Attention(nn.Module):
         else:  # Fused: never materialises [T, T] (causal by slot = by index here).
             out = attention_lib.fused_attention(q.astype(dt), keys, values, segments,
                                                 implementation=implementation)
-        wo = _param(self, "o_kernel", init, (cfg.n_heads, cfg.head_dim, cfg.d_model),
-                    ("heads", "kv", "embed"), pdt)
-        return jnp.einsum("bthk,hkd->btd", out, wo.astype(dt))
+        wo = _kernel(self, "o", init, (cfg.n_heads, cfg.head_dim, cfg.d_model),
+                     ("heads", "kv", "embed"), cfg)
+        return _adapted(self, "o", out, jnp.einsum("bthk,hkd->btd", out, wo), cfg)
 
 
 class MLP(nn.Module):
@@ -178,19 +202,20 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x):
         cfg = self.config
-        dt, pdt = cfg.compute_dtype, cfg.storage_dtype
         init = nn.initializers.normal(stddev=0.02)
-        gate = _param(self, "gate_kernel", init, (cfg.d_model, cfg.d_ff), ("embed", "mlp"), pdt)
-        up = _param(self, "up_kernel", init, (cfg.d_model, cfg.d_ff), ("embed", "mlp"), pdt)
-        down = _param(self, "down_kernel", init, (cfg.d_ff, cfg.d_model), ("mlp", "embed"), pdt)
+        gate = _kernel(self, "gate", init, (cfg.d_model, cfg.d_ff), ("embed", "mlp"), cfg)
+        up = _kernel(self, "up", init, (cfg.d_model, cfg.d_ff), ("embed", "mlp"), cfg)
+        down = _kernel(self, "down", init, (cfg.d_ff, cfg.d_model), ("mlp", "embed"), cfg)
         # The matmuls see [B·T, D] rows (a free reshape): with [B, T, D] operands XLA's CPU
         # backend transposes the [B, T, F] gradients for the weight-gradient dots (the MLP's
         # forward + backward 1.6x slower on the peer bench's shapes).
         b, t, d = x.shape
         rows = x.reshape(b * t, d)
-        h = nn.silu(rows @ gate.astype(dt)) * (rows @ up.astype(dt))
+        h = nn.silu(_adapted(self, "gate", rows, rows @ gate, cfg)) * \
+            _adapted(self, "up", rows, rows @ up, cfg)
         h = nn.with_logical_constraint(h.reshape(b, t, -1), ("batch", "length", "mlp"))
-        return (h.reshape(b * t, -1) @ down.astype(dt)).reshape(b, t, d)
+        h = h.reshape(b * t, -1)
+        return _adapted(self, "down", h, h @ down, cfg).reshape(b, t, d)
 
 
 class Block(nn.Module):

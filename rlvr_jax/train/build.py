@@ -13,7 +13,8 @@ import numpy as np
 
 from rlvr_jax import distributed, evaluation, models, multiturn, sampling, scoring, sharding
 from rlvr_jax.data import datasets
-from rlvr_jax.train import adaptive
+from rlvr_jax.models import lora
+from rlvr_jax.train import adaptive, adapters
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.rl_config import RLConfig
@@ -34,7 +35,8 @@ def build_model_config(config, tokenizer) -> models.ModelConfig:
                                                m.preset != "tiny" else tokenizer.vocab_size)
     return base.replace(dtype=m.dtype, param_dtype=m.param_dtype, remat=m.remat,
                         scan_unroll=m.get("scan_unroll", 0),
-                        attention=m.get("attention", "auto"), **overrides)
+                        attention=m.get("attention", "auto"), **overrides,
+                        **adapters.lora_fields(config))
 
 
 def build_task_and_sources(config):
@@ -225,7 +227,7 @@ class Placer:
     """
 
     def __init__(self, mesh, rules, model_config):
-        self.mesh, self.rules = mesh, rules
+        self.mesh, self.rules, self.model_config = mesh, rules, model_config
         self.specs = models.param_logical_axes(model_config)
         self.value_specs = models.value_logical_axes(model_config)
         self._replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
@@ -251,13 +253,20 @@ class Placer:
             return jax.jit(init_fn, out_shardings=self._replicated)(*args)
         return sharding.sharded_init(init_fn, specs, self.mesh, self.rules, *args)
 
+    def specs_of(self, params):
+        """The logical specs of a policy tree (with LoRA adapters / a quantized base, or the
+        adapters alone: `models.lora.specs_like`)."""
+        return lora.specs_like(self.specs, params, self.model_config)
+
     def params(self, params):
         return self._place(params, lambda: sharding.shard_params(
-            params, self.specs, self.mesh, self.rules))
+            params, self.specs_of(params), self.mesh, self.rules))
 
     def opt_state(self, opt_state, tx, params):
+        """`opt_state` of `tx` over the trainable part of `params` (`split_trainable`)."""
+        trainable = state_lib.split_trainable(params)[0]
         return self._place(opt_state, lambda: sharding.shard_optimizer_state(
-            opt_state, tx, params, self.specs, self.mesh, self.rules))
+            opt_state, tx, trainable, self.specs_of(trainable), self.mesh, self.rules))
 
     def value_params(self, value_params):
         return self._place(value_params, lambda: sharding.shard_params(
@@ -436,10 +445,11 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
     value_params = None
     if rl.needs_value:  # PPO: a value model initialised from the (warmed-up) policy.
         value_params = placer.value_params(models.init_value_params(
-            model_config, init_rng, params))
+            model_config, init_rng, adapters.full_weights(params, model_config)))
     state = state_lib.create_train_state(
         params, tx, rl_rng,
-        ref_params=jax.tree.map(jnp.copy, params) if rl.needs_reference else None,
+        ref_params=jax.tree.map(jnp.copy, params) if rl.needs_reference and not
+        lora.has_adapters(params) else None,  # LoRA: the reference is the base (no copy).
         value_params=value_params, value_tx=value_tx,
         kl_coef=rl.kl_coef if rl.adaptive_kl else None, reward_params=reward_params)
     state = placer.scalars(state.replace(opt_state=placer.opt_state(state.opt_state, tx, params)))
@@ -457,7 +467,8 @@ def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.
     decode_shardings = None
     if config.sampling.decode_rules:  # Re-lay the parameters out for decoding.
         decode_shardings = sharding.logical_to_mesh_sharding(
-            placer.specs, placer.mesh, sharding.get_rules(config.sampling.decode_rules), params)
+            placer.specs_of(params), placer.mesh,
+            sharding.get_rules(config.sampling.decode_rules), params)
     sc = sampling_config(config, tokenizer)
     if not verifier.on_device:
         scorer = host_scorer(config, verifier)

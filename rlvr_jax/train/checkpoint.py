@@ -273,7 +273,8 @@ def load_run(run_dir: str, *, tokenizer, step: Optional[int] = None):
     """(ModelConfig, params) of a training run's checkpoint (`scripts/train.py --workdir`).
 
     The model is rebuilt from `<run_dir>/config.json`; the policy parameters are read from
-    `<run_dir>/checkpoints` (the latest complete step unless `step`)."""
+    `<run_dir>/checkpoints` (the latest complete step unless `step`). A LoRA run's are its
+    adapters attached to its frozen base (`train/adapters.py`; quantized if it was)."""
     import json
 
     import ml_collections
@@ -296,6 +297,10 @@ def load_run(run_dir: str, *, tokenizer, step: Optional[int] = None):
             from e
     finally:
         ckpt.close()
+    if model_config.lora_rank:  # The checkpoint holds the adapters; the base is saved once.
+        from rlvr_jax.models import lora
+        from rlvr_jax.train import adapters
+        params = lora.attach(adapters.load_base(run_dir, config, model_config), params)
     return model_config, params
 
 

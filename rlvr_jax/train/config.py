@@ -22,6 +22,7 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 0                       # Seeds parameters, data order and sampling.
     _model_and_data(c)
+    _lora(c)
     _sampling_and_training(c, algorithm)
     _evaluation_and_placement(c)
     algorithms.apply(c.rl, algorithm)
@@ -91,6 +92,20 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.reward.noise_seed = 0          # Seeds the flips (with a hash of each rollout's tokens).
     c.reward.correction_fn_rate = 0.0  # Backward-corrected reward (r - fp) / (1 - fn - fp) for a
     c.reward.correction_fp_rate = 0.0  # verifier with these FN / FP rates (0, 0: off).
+
+
+def _lora(c: ml_collections.ConfigDict) -> None:
+    """RL through LoRA adapters (`train/adapters.py`); off by default."""
+    c.model.lora = ml_collections.ConfigDict()  # LoRA / QLoRA adapters (docs/lora.md).
+    c.model.lora.rank = 0            # Adapter rank r (0: off, full fine-tuning). With sft.steps > 0
+    #                                  the warm-up trains the full weights, then RL trains only
+    #                                  the adapters on that frozen base.
+    c.model.lora.alpha = 0.0         # PEFT's lora_alpha: outputs scaled by alpha / r (0: 2 × r).
+    c.model.lora.targets = "q,k,v,o,gate,up,down"  # Adapted projections (comma list).
+    c.model.lora.quantize_base = "none"  # none | int8 | nf4: the frozen base stored quantized
+    #                                  (QLoRA), dequantized on the fly in model.dtype.
+    c.model.lora.init_from = ""      # A PEFT adapter directory (adapter_config.json +
+    #                                  adapter_model.safetensors) to start from.
 
 
 def _adaptive_data(c: ml_collections.ConfigDict) -> None:

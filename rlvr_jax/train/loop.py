@@ -28,7 +28,8 @@ import numpy as np
 from rlvr_jax import distributed, evaluation, models, multiturn, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
-from rlvr_jax.train import adaptive, build, preempt
+from rlvr_jax.models import lora
+from rlvr_jax.train import adaptive, adapters, build, preempt
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train import step as step_lib
@@ -262,6 +263,8 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     config = r.config
     tx, value_tx = build.rl_optimizers(config, r.rl)
     rm = r.reward_model
+    params = adapters.attach_for_rl(config, r.model_config, params, r.placer,  # LoRA: RL trains
+                                    jax.random.fold_in(r.keys["init"], 1))   # the adapters.
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
                            reward_params=build.reward_model_params(config, rm, r.placer))
@@ -279,6 +282,7 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     else:
         last_eval, start = summary["after_warmup"], 0
         if _saving(r):  # Step 0: the warm-up is never redone once RL has started.
+            adapters.save_base(r.workdir, config, state.params)  # LoRA: the base, once.
             r.ckpt.save(0, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
                         force=True)
     bar = progress_bar(config.rl.steps, "RL", initial=start)  # Resumed steps: not in the rate.
@@ -336,6 +340,8 @@ def after_rl_step(r: Run, step: int, state, metrics, loader, summary, last_eval)
         last_eval = evaluate(r, state.params, step)
     last = step == config.rl.steps  # (Also saved by a run resumed from a SIGTERM's save.)
     if r.ckpt is not None and (_saving(r) or last):  # Every checkpoint.every; async, atomic.
+        if not _saving(r):  # (Else saved with step 0.)
+            adapters.save_base(r.workdir, r.config, state.params)
         r.ckpt.save(step, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
                     force=last)
     return last_eval
@@ -349,6 +355,8 @@ def stop_on_sigterm(r: Run, step: int, state, loader, summary, last_eval) -> Non
         r.ckpt = Checkpointer(os.path.join(r.workdir, workdir_lib.CHECKPOINTS),
                               max_to_keep=c.keep, async_save=False)
     r.ckpt.wait()  # A periodic save of this step may be in flight: then it is the one.
+    if not _saving(r):  # (Else saved with step 0.)
+        adapters.save_base(r.workdir, r.config, state.params)
     r.ckpt.save(step, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
                 force=True)
     r.ckpt.close()
@@ -391,6 +399,9 @@ def restore(r: Run, step: int, state):
     without them) raises `ConfigError` (not orbax's shape text)."""
     try:
         restored, extra = r.ckpt.restore(step, _saved_part(state))
+        if adapters.enabled(r.config):  # The adapters, on the base saved once.
+            base = adapters.restore_base(r.workdir, r.config, state.params)
+            restored = restored.replace(params=lora.attach(base, restored.params))
         return restored.replace(reward_params=state.reward_params), extra
     except (ValueError, TypeError, KeyError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
@@ -419,8 +430,9 @@ def restore_adaptive(r: Run, resumed) -> None:
 
 def _saved_part(state):
     """The state a checkpoint holds: all of it but a reward model's frozen parameters, which
-    are read again from `reward.reward_model_path` on resume."""
-    return state.replace(reward_params=None)
+    are read again from `reward.reward_model_path` on resume, and a LoRA policy's frozen
+    base (saved once: `adapters.save_base`)."""
+    return state.replace(reward_params=None, params=adapters.saved_params(state.params))
 
 
 def _saving(r: Run) -> bool:

@@ -1,10 +1,12 @@
 """`TrainState`: everything a run needs to continue, as one pytree; and the optimizer."""
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
+
+from rlvr_jax.models import lora
 
 
 @flax.struct.dataclass
@@ -13,10 +15,12 @@ class TrainState:
 
     Attributes:
       step: int32 scalar, number of optimizer updates done.
-      params: policy parameters.
-      opt_state: optax state of the policy optimizer.
+      params: policy parameters (with LoRA: the frozen base and the adapters, one tree).
+      opt_state: optax state of the policy optimizer, over `split_trainable(params)[0]`
+        (with LoRA: the adapters only).
       rng: PRNG key for sampling and shuffling; split inside each step.
-      ref_params: frozen reference parameters (None when no KL term is used).
+      ref_params: frozen reference parameters (None when no KL term is used, and with LoRA,
+        whose reference is the base: `reference_params`).
       value_params / value_opt_state: the value model and its optimizer (None
         unless the algorithm uses one).
       data_position: int32 scalar, how many prompts the data iterator has
@@ -71,8 +75,32 @@ def create_train_state(params, tx: optax.GradientTransformation, rng: jax.Array,
     if value_params is not None and value_tx is None:
         raise ValueError("value_params need a value_tx optimizer")
     return TrainState(
-        step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params), rng=rng,
+        step=jnp.zeros((), jnp.int32), params=params,
+        opt_state=tx.init(split_trainable(params)[0]), rng=rng,
         ref_params=ref_params, value_params=value_params,
         value_opt_state=None if value_params is None else value_tx.init(value_params),
         kl_coef=None if kl_coef is None else jnp.asarray(kl_coef, jnp.float32),
         reward_params=reward_params)
+
+
+def split_trainable(params) -> Tuple[Any, Any]:
+    """(the leaves the optimizer updates, the frozen rest or None): a tree with LoRA adapters
+    gives (adapters, base); any other all of itself and None."""
+    adapters, base = lora.split(params)
+    return (adapters, base) if adapters else (params, None)
+
+
+def join_trainable(trainable, frozen):
+    """The inverse of `split_trainable`."""
+    return trainable if frozen is None else lora.attach(frozen, trainable)
+
+
+def reference_params(state: TrainState):
+    """The reference policy's parameters: `state.ref_params`, or with LoRA (no reference
+    copy) the policy's base with the adapters off."""
+    if state.ref_params is not None:
+        return state.ref_params
+    if lora.has_adapters(state.params):
+        return lora.base_of(state.params)
+    raise ValueError("a KL reference needs state.ref_params (or LoRA adapters, whose base is "
+                     "the reference)")

@@ -34,7 +34,7 @@ from rlvr_jax.train.experience import Experience, Groups, experience_from, take_
 from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
 from rlvr_jax.train.rl_config import RLConfig  # noqa: F401  (re-exported)
 from rlvr_jax.train.sft import make_sft_step  # noqa: F401  (re-exported)
-from rlvr_jax.train.state import TrainState
+from rlvr_jax.train.state import TrainState, join_trainable, reference_params, split_trainable
 
 Batch = Dict[str, jax.Array]
 Metrics = Dict[str, jax.Array]
@@ -107,7 +107,7 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
         current, ent = logprobs_of(state.params, with_entropy=want_entropy)
         exp = exp.replace(old_logp=current if rl.needs_old_logprobs else None, entropy=ent)
     if rl.needs_reference:
-        exp = exp.replace(ref_logp=logprobs_of(state.ref_params)[0])
+        exp = exp.replace(ref_logp=logprobs_of(reference_params(state))[0])
         if rl.kl_in_reward and current is None:
             current = logprobs_of(state.params)[0]
     if rl.needs_value:
@@ -177,9 +177,12 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
     perms = [jax.random.permutation(jax.random.fold_in(rng, e), b) if rl.minibatches > 1
              else jnp.arange(b) for e in range(rl.epochs)]
     order = jnp.stack(perms).reshape(rl.epochs * rl.minibatches, mb_size)
-    grad_fn = jax.value_and_grad(functools.partial(
+    policy_objective = functools.partial(
         objective.policy_objective, model_config=model_config, algo=algo,
-        temperature=temperature, logprob_chunk=rl.logprob_chunk, tis_cap=rl.tis_cap),
+        temperature=temperature, logprob_chunk=rl.logprob_chunk, tis_cap=rl.tis_cap)
+    trainable, frozen = split_trainable(state.params)  # LoRA: gradients of the adapters only.
+    grad_fn = jax.value_and_grad(
+        lambda p, *args, **kw: policy_objective(join_trainable(p, frozen), *args, **kw),
         has_aux=True)
     value_grad_fn = jax.value_and_grad(functools.partial(
         objective.value_objective, model_config=model_config, algo=algo), has_aux=True)
@@ -207,11 +210,11 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
             mets.update({"value/loss": vloss, "value/grad_norm": optax.tree.norm(vgrads)})
         return (params, opt_state, vparams, vopt_state), mets
 
-    carry = (state.params, state.opt_state, state.value_params, state.value_opt_state)
+    carry = (trainable, state.opt_state, state.value_params, state.value_opt_state)
     (params, opt_state, vparams, vopt_state), mets = jax.lax.scan(minibatch_step, carry, order)
     mets = jax.tree.map(jnp.mean, mets)
-    mets["train/update_norm"] = optax.tree.norm(jax.tree.map(jnp.subtract, params, state.params))
-    return state.replace(params=params, opt_state=opt_state, value_params=vparams,
+    mets["train/update_norm"] = optax.tree.norm(jax.tree.map(jnp.subtract, params, trainable))
+    return state.replace(params=join_trainable(params, frozen), opt_state=opt_state, value_params=vparams,
                          value_opt_state=vopt_state,
                          step=state.step + rl.epochs * rl.minibatches), mets
 
