@@ -127,6 +127,35 @@ def _convert(args) -> None:
         hf.save_hf_checkpoint(params, config, args.hf_dir, dtype=args.dtype or config.param_dtype,
                               max_shard_bytes=args.max_shard_bytes)
         print(f"{config.family}: {config.num_params():,} parameters -> {args.hf_dir}")
+        print(copy_tokenizer(args.in_dir, args.hf_dir))
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "chat_template.jinja", "chat_template.json", "generation_config.json",
+                   "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
+
+
+def copy_tokenizer(in_dir: str, out_dir: str) -> str:
+    """Copies the Hugging Face tokenizer files (and chat template) of the run in `in_dir`
+    (its config.json's `tokenizer`: an HF directory or a tokenizer.json) into `out_dir`;
+    returns a line saying what was copied."""
+    import shutil
+    run_config = os.path.join(in_dir, "config.json")
+    source = ""
+    if os.path.isfile(run_config):
+        with open(run_config) as f:
+            source = json.load(f).get("tokenizer") or ""
+    if os.path.isdir(source):
+        files = [os.path.join(source, n) for n in TOKENIZER_FILES
+                 if os.path.isfile(os.path.join(source, n))]
+    else:
+        files = [source] if os.path.basename(source) == "tokenizer.json" else []
+    for file in files:
+        shutil.copyfile(file, os.path.join(out_dir, os.path.basename(file)))
+    if not files:
+        return (f"no Hugging Face tokenizer to copy (the run's tokenizer: "
+                f"{source or 'not recorded'}); add one to {out_dir} to load it with transformers")
+    return f"tokenizer: {', '.join(os.path.basename(f) for f in files)} -> {out_dir}"
 
 
 def _to_peft(args) -> None:
@@ -147,6 +176,7 @@ def _to_peft(args) -> None:
     else:
         hf.save_hf_checkpoint(adapters.full_weights(lora.base_of(params), config), config,
                               base_dir, dtype=dtype)
+        print(copy_tokenizer(args.in_dir, base_dir))
     peft_format.save_peft(lora.split(params)[0], config, os.path.join(args.out_dir, "adapter"),
                           base_model=base_dir, dtype=dtype)
     print(f"LoRA r={config.lora_rank} alpha={config.lora_alpha} "

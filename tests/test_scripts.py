@@ -230,6 +230,30 @@ def test_evaluate_from_a_training_runs_checkpoint(tokenizer, tmp_path, monkeypat
                                                   str(tmp_path / "hf")])
     _, exported = hf.load_hf_checkpoint(str(tmp_path / "hf"))
     jax.tree.map(np.testing.assert_array_equal, exported, params)
+    umask = os.umask(0)
+    os.umask(umask)
+    modes = {n: os.stat(tmp_path / "hf" / n).st_mode & 0o777 for n in os.listdir(tmp_path / "hf")}
+    assert set(modes.values()) == {0o666 & ~umask}, modes  # Ordinary files, not 0600.
+
+
+def test_export_copies_the_runs_hugging_face_tokenizer(tmp_path):
+    """A run trained with an HF tokenizer directory: the export gets its tokenizer files and
+    chat template, so `AutoTokenizer.from_pretrained(export)` works; the builtin tokenizer
+    is said to have nothing to copy."""
+    convert = _script_module("convert_checkpoint.py")
+    tok_dir, run, out = tmp_path / "tok", tmp_path / "run", tmp_path / "out"
+    for d in (tok_dir, run, out):
+        d.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        (tok_dir / name).write_text(name)
+    (run / "config.json").write_text(json.dumps({"tokenizer": str(tok_dir)}))
+    line = convert.copy_tokenizer(str(run), str(out))
+    assert sorted(os.listdir(out)) == ["chat_template.jinja", "tokenizer.json",
+                                       "tokenizer_config.json"], line
+    assert (out / "chat_template.jinja").read_text() == "chat_template.jinja"
+    (run / "config.json").write_text(json.dumps({"tokenizer": "builtin"}))
+    assert convert.copy_tokenizer(str(run), str(tmp_path / "none")).startswith(
+        "no Hugging Face tokenizer to copy")
 
 
 def _script_module(name):

@@ -418,9 +418,19 @@ def write_hf_directory(path: Union[str, os.PathLike], hf_config: Dict[str, Any],
                        tensors: Dict[str, np.ndarray], *,
                        max_shard_bytes: Optional[int] = None) -> None:
     """Writes `path/config.json` and the named tensors as safetensors (sharded with an index
-    when they exceed `max_shard_bytes`)."""
-    from safetensors.numpy import save_file
+    when they exceed `max_shard_bytes`), as ordinary files (mode 0666 less the umask;
+    safetensors alone writes 0600)."""
     path = os.fspath(path)
+    _write_tensors(path, hf_config, tensors, max_shard_bytes)
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in os.listdir(path):
+        if name == "config.json" or name.endswith(".safetensors") or name == _INDEX_FILE:
+            os.chmod(os.path.join(path, name), 0o666 & ~umask)
+
+
+def _write_tensors(path: str, hf_config, tensors, max_shard_bytes) -> None:
+    from safetensors.numpy import save_file
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(hf_config, f, indent=2, sort_keys=True)
