@@ -19,7 +19,7 @@ from rlvr_jax.train import state as state_lib
 from rlvr_jax.train.checkpoint import Checkpointer, nonfinite_leaves
 from rlvr_jax.train.config import default_config
 from rlvr_jax.train.logging import read_metrics
-from rlvr_jax.train.validate import ConfigError
+from rlvr_jax.train.errors import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
