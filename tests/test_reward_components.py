@@ -16,6 +16,7 @@ from rlvr_jax import rewards, sampling, scoring, tasks
 from rlvr_jax.data import datasets
 from rlvr_jax.train import build
 from rlvr_jax.train.config import arithmetic_config, default_config
+from tests.reference import rewards_ref
 
 
 @pytest.fixture
@@ -159,7 +160,7 @@ def test_on_device_components_weight_the_token_verifier_and_add_overlong(tok):
     scorer.verifier = dataclasses.replace(scorer.verifier, token=lambda t, m, a: verdicts)
     x = scoring.Inputs(rollout, answers=jnp.zeros((b,), jnp.int32), group_size=2)
     r, metrics, _ = jax.jit(scorer.score_device)(x)
-    penalty = rewards.overlong_penalty_np(np.asarray(lengths), max_length=n, buffer_length=2)
+    penalty = rewards_ref.overlong_penalty_np(np.asarray(lengths), max_length=n, buffer_length=2)
     np.testing.assert_allclose(np.asarray(r), 0.5 * np.asarray(verdicts) + penalty, rtol=1e-6)
     assert float(metrics["reward/correct"]) == 0.5 and float(metrics["reward/token"]) == 0.5
     assert float(metrics["reward/overlong"]) == pytest.approx(float(np.mean(penalty)))
