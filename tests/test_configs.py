@@ -24,7 +24,7 @@ import pytest
 from rlvr_jax import scoring
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
-from rlvr_jax.train import build, loop
+from rlvr_jax.train import build, loop, rl_config
 from rlvr_jax.train.errors import ConfigError
 from rlvr_jax.train.logging import read_metrics
 from rlvr_jax.train.rl_config import from_config as rl_from_config
@@ -103,7 +103,7 @@ def test_there_are_configs():
 def test_config_loads_and_is_locked(path):
     config = load_config(path)
     assert config.is_locked
-    assert loop.rl_config_from(config).num_prompts == config.rl.num_prompts  # Valid RLConfig.
+    assert rl_config.from_config(config).num_prompts == config.rl.num_prompts  # Valid RLConfig.
     for section in (config, config.rl, config.model, config.sampling):
         with pytest.raises(AttributeError, match="not_a_key.*locked"):
             section.not_a_key = 1
@@ -224,7 +224,7 @@ def test_adaptive_config_builds(name):
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     validate.validate(config)
     quick = load_config(os.path.join(ROOT, "configs", "quickstart.py"))
-    assert loop.rl_config_from(config) == loop.rl_config_from(quick)
+    assert rl_config.from_config(config) == rl_config.from_config(quick)
     tokenizer = load_tokenizer(config.tokenizer)
     task, train, test, warmup = build.build_sources(config)
     for source in (warmup, test):
@@ -324,9 +324,8 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
 
 @pytest.mark.parametrize("name", REWARD_FEATURES)
 def test_reward_feature_config_builds_and_scores(name):
-    """Valid; the run's verifier carries the feature; the host text scoring (process rewards,
-    label-free terms) gives the config's own worked solutions full marks. No compilation."""
-    from rlvr_jax.train import rl_config
+    """Valid; the run's scorer carries the feature; its host terms (process rewards,
+    label-free terms) give the config's own worked solutions full marks. No compilation."""
     from rlvr_jax.train.validate import validate
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     validate(config)

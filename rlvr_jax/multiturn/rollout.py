@@ -194,7 +194,7 @@ def _column(t, logits, key, turns, buffers, *, sampling_config, env, host=False)
     """Samples a token for every row, `advance`s, writes column t of the [B, N] buffers
     (tokens, log-probs, mask, loss mask, turn ids)."""
     sc = sampling_config
-    proposed, logp = sampling._sample(logits, key, sc)
+    proposed, logp = sampling.sample_token(logits, key, sc)
     turns, tok, is_model, live, turn_id = advance(env, sc.stop_token_ids, sc.pad_id, turns,
                                                   proposed, host=host)
     buffers = _write(buffers, t, (tok, jnp.where(is_model, logp, 0.0), live, is_model,
@@ -277,7 +277,7 @@ def generate_episodes(params, prompt_tokens: jax.Array, prompt_mask: jax.Array,
       `turn_ids` (`finished`: the episode ended by a stop token, the environment or a call
       in its last turn, not by a full turn or the column budget); Episodes).
     """
-    sampling._check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
+    sampling.check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
     kw = dict(model_config=model_config, sampling_config=sampling_config, env=env)
     prepared, step_key, state = begin(params, prompt_tokens, prompt_mask, answers, rng, **kw)
     return finish(decode(prepared, step_key, state, **kw))

@@ -37,12 +37,10 @@ from rlvr_jax.train import adaptive, build, preempt
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.sft import make_sft_step
-from rlvr_jax.train.build import (build_mesh, build_model_config,  # noqa: F401 (public)
-                                  build_task_and_sources)
 from rlvr_jax.train.checkpoint import Checkpointer, disk_full_error
 from rlvr_jax.train.logging import MetricsWriter, SampleWriter, exclude_compile, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
-from rlvr_jax.train.rl_config import from_config as rl_config_from  # noqa: F401 (public)
+from rlvr_jax.train.rl_config import from_config as rl_config_from
 from rlvr_jax.train.errors import ConfigError, user_input
 from rlvr_jax.train.validate import validate
 
@@ -132,12 +130,12 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
         tokenizer = load_tokenizer(config.tokenizer,
                                    chat_template=config.data.chat_template or None)
     with user_input("model.hf_checkpoint" if config.model.hf_checkpoint else "model"):
-        model_config = build_model_config(config, tokenizer)
+        model_config = build.build_model_config(config, tokenizer)
     task, train_source, test_source, warmup_source = build.build_sources(config)
     for source in {id(s): s for s in (train_source, warmup_source)}.values():
         build.check_fit(config, model_config, tokenizer, source)
     with user_input("mesh"):
-        mesh, rules = build_mesh(config)
+        mesh, rules = build.build_mesh(config)
     rl = rl_config_from(config)
     placer = build.Placer(mesh, rules, model_config)
     reward_model = build.build_reward_model(config, tokenizer)
