@@ -41,8 +41,9 @@ Metrics = Dict[str, jax.Array]
 def step_keys(rng: jax.Array) -> Tuple[jax.Array, jax.Array, jax.Array]:
     """(the state's next rng, the sampling rng, the update rng) of one RL step.
 
-    The one rng discipline of both paths: `make_rl_step` splits inside its program, the
-    split path (`make_sample_fn` → host scoring → `make_update_fn(...)(..., rng)`) outside.
+    The one rng discipline of both forms: `make_rl_step` splits inside its program,
+    `make_split_step` (and `make_sample_fn` → host scoring → `make_update_fn(...)(..., rng)`)
+    outside.
     """
     rng, sample_rng, update_rng = jax.random.split(rng, 3)
     return rng, sample_rng, update_rng
