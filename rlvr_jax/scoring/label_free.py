@@ -103,10 +103,10 @@ def majority_term(setup, weight):
     None when `reward.components` does not list it."""
     if weight is None:
         return None
-    answer_key, g = setup.verifier.answer_key, setup.num_samples
+    answer_key = setup.verifier.answer_key
 
-    def fn(rewards, x):
-        scores, metrics = majority(x.texts, answer_key, g)
+    def fn(rewards, x):  # Groups of G = x.group_size consecutive rows.
+        scores, metrics = majority(x.texts, answer_key, x.group_size)
         return _added(rewards, scores, metrics, name="majority", weight=weight)
     return fn
 
