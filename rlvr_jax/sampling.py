@@ -187,7 +187,7 @@ class Rollout:
 
 # ----------------------------------------------------------------------------- one step
 
-def _sample(logits, rng, sc: SamplingConfig, rows=None):
+def sample_token(logits, rng, sc: SamplingConfig, rows=None):
     """(tokens [B], log-probs [B]) from logits [B, V] as `sc` says (rows: `gumbel_noise`'s)."""
     if 0 < sc.vocab_limit < logits.shape[-1]:  # Padded ids: never drawn.
         column = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
@@ -221,7 +221,9 @@ def left_pad(tokens, mask, length: int, pad_id: int = 0):
             np.pad(mask, ((0, 0), (extra, 0))))
 
 
-def _check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config, check_total=True):
+def check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config, check_total=True):
+    """Raises ValueError for configs of the wrong type or prompts [P, Tp] that do not fit
+    (also used by `multiturn.generate_episodes`)."""
     if not isinstance(model_config, ModelConfig):
         raise ValueError(f"model_config must be a ModelConfig, got {type(model_config)}")
     if not isinstance(sampling_config, SamplingConfig):
@@ -255,7 +257,7 @@ def validate_prompts(prompt_tokens, prompt_mask, *, model_config: ModelConfig,
     and the model's `max_position_embeddings` (columns of pure padding do not
     count: `sample` trims them)."""
     tokens, mask = np.asarray(prompt_tokens), np.asarray(prompt_mask)
-    _check_shapes(tokens, mask, model_config, sampling_config, check_total=False)
+    check_shapes(tokens, mask, model_config, sampling_config, check_total=False)
     real = mask != 0
     lengths = real.sum(axis=1)
     if (lengths == 0).any():
@@ -348,7 +350,7 @@ def decode_step(prepared, state, step_key, *, model_config: ModelConfig,
     logits, cache = decoding.forward(prepared, feed[:, None], config=mc, cache=cache,
                                      attention_mask=active[:, None].astype(jnp.int32),
                                      attention_impl=sc.attention_impl)
-    new, logp = _sample(logits[:, 0], jax.random.fold_in(step_key, t), sc, rows)
+    new, logp = sample_token(logits[:, 0], jax.random.fold_in(step_key, t), sc, rows)
     new = jnp.where(active, new, sc.pad_id)
     logp = jnp.where(active, logp, 0.0)
     tokens = jax.lax.dynamic_update_slice_in_dim(tokens, new[:, None], t, axis=1)
@@ -412,7 +414,7 @@ def generate(
 
     Returns:
       A `Rollout` with B = P * G rows and N = max_new_tokens columns."""
-    _check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
+    check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
     sc, mc = sampling_config, model_config
     g, n = sc.num_samples, sc.max_new_tokens
     p, tp = prompt_tokens.shape
@@ -432,7 +434,7 @@ def generate(
         return jnp.repeat(x, g, axis=axis) if g > 1 else x
 
     rngs = jax.random.split(rng, 2)
-    tok, logp = _sample(repeat(first_logits, 0), rngs[0], sc)
+    tok, logp = sample_token(repeat(first_logits, 0), rngs[0], sc)
     done = _is_stop(tok, sc.stop_token_ids)
     if budgets is not None:
         budgets = budgets.astype(jnp.int32)

@@ -149,26 +149,27 @@ def _load(args):
     return data, tokenizer, config, params
 
 
-def _env(args, tokenizer):
-    """(environment, host tools or None) of --env, or (None, None)."""
+def _sampler(args, tokenizer, config):
+    """The `Sampler` of --env (its tools: env.num_workers calls at a time), or None."""
     if not args.env:
-        return None, None
-    from rlvr_jax import multiturn
+        return None
+    from rlvr_jax import multiturn, sampling
+    from rlvr_jax.sampler import Sampler
     from rlvr_jax.train.config import default_config
     e = dict(default_config().env.to_dict(), **getattr(args, "env_config", {}))
     env = multiturn.build_env(args.env, tokenizer, max_turns=e["max_turns"],
                               max_turn_tokens=e["max_turn_tokens"],
                               max_obs_tokens=e["max_obs_tokens"], timeout_s=e["timeout_s"],
                               corpus_path=e["corpus_path"])
-    if getattr(env, "on_host", False):
-        return env, multiturn.HostTools(env, tokenizer, num_workers=e["num_workers"])
-    return env, None
+    sc = sampling.SamplingConfig(max_new_tokens=args.max_new_tokens,
+                                 stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id)
+    return Sampler(config, sc, env=env, tokenizer=tokenizer, tool_workers=e["num_workers"])
 
 
 def _evaluate(args, data, tokenizer, config, params):
     from rlvr_jax import evaluation
     try:
-        env, tools = _env(args, tokenizer)
+        sampler = _sampler(args, tokenizer, config)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: --env: {e}", file=sys.stderr)
         sys.exit(2)
@@ -179,7 +180,7 @@ def _evaluate(args, data, tokenizer, config, params):
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
         apply_chat_template=args.chat_template, seed=args.seed,
         num_resamples=args.num_resamples, confidence=args.confidence,
-        samples_out=args.samples_out, env=env, tools=tools)
+        samples_out=args.samples_out, sampler=sampler)
     report["model"] = args.hf_dir or args.params_dir or args.run_dir or args.preset
     text = json.dumps(report, indent=2)
     if args.out:

@@ -2,7 +2,7 @@
 
     python scripts/train_reward_model.py --out runs/rm_arithmetic [--steps 600]
 
-Pairs come from the task itself (`rlvr_jax.train.reward_model`): the worked solution of a
+Pairs come from the task itself (`rlvr_jax.train.bradley_terry`): the worked solution of a
 1-2 digit addition is preferred over a corruption the verifier scores 0 (a wrong answer, a
 wrong column sum with the answer it spells, no marker, another problem's solution). The
 model (the `tiny` shape, builtin tokenizer) is trained with the Bradley-Terry loss; its
@@ -24,7 +24,7 @@ from rlvr_jax import tasks  # noqa: E402
 from rlvr_jax.data import datasets  # noqa: E402
 from rlvr_jax.data.tokenizers import load_tokenizer  # noqa: E402
 from rlvr_jax.models import presets, reward_model  # noqa: E402
-from rlvr_jax.train import reward_model as rm_train  # noqa: E402
+from rlvr_jax.train import bradley_terry as rm_train  # noqa: E402
 from rlvr_jax.train.state import make_optimizer  # noqa: E402
 
 

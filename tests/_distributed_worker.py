@@ -141,7 +141,7 @@ result["text_terms_spread"] = not rollout["tokens"].is_fully_addressable
 import socket  # noqa: E402
 
 from rlvr_jax.train import lock, preempt  # noqa: E402
-from rlvr_jax.train.validate import ConfigError  # noqa: E402
+from rlvr_jax.train.errors import ConfigError  # noqa: E402
 
 result["sigterm_none"] = preempt.requested()
 preempt._FLAG["set"] = jax.process_index() == 1

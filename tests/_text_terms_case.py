@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlvr_jax import scoring, tasks
-from rlvr_jax.scoring.label_free import label_free_shapers
+from rlvr_jax.scoring.label_free import majority_term, self_certainty_term
 
 N, G = 16, 4
 TEXTS = ["13 11 7 #### 713", "13 12 7 #### 713", "13 11 8 #### 813", "13 11",   # prompt 1
@@ -28,16 +28,16 @@ def rollout_rows(tok):
 
 def text_terms(tok, tokens, mask, logprobs) -> dict:
     """Host text scoring of the rollout (numpy, or global arrays sharded over processes):
-    majority + self_certainty shaped onto zero rewards, and gated process rewards."""
+    majority + self_certainty terms added to zero rewards, and gated process rewards."""
     task = tasks.get("arithmetic", ops=("add",), min_digits=3, max_digits=3)
     examples = [task.make("add", 456, 257)] * len(TEXTS)   # Worked steps 13 11 7, 713.
     texts = scoring.decode_completions(tok, tokens, mask)
     rollout = types.SimpleNamespace(tokens=tokens, mask=mask, logprobs=logprobs)
     rewards, metrics = jnp.zeros((len(texts),), jnp.float32), {}
-    for shaper in label_free_shapers((("majority", 1.0), ("self_certainty", 0.5)), texts,
-                                     rollout, answer_key=task.answer_key, tokenizer=tok,
-                                     num_samples=G):
-        rewards, m = shaper(rewards, rollout)
+    setup = scoring.Setup(scoring.task_verifier(task), tokenizer=tok, num_samples=G)
+    x = scoring.Inputs(rollout, group_size=G, texts=texts, examples=examples)
+    for term in (majority_term(setup, 1.0), self_certainty_term(setup, 0.5)):
+        rewards, m = term(rewards, x)
         metrics.update(m)
     steps, step_metrics = scoring.step_rewards_on_host(
         texts, examples, tokens, mask, step_scores=task.step_scores, tokenizer=tok,

@@ -21,7 +21,8 @@ from rlvr_jax import advantages as adv_lib
 from rlvr_jax import models, sampling, tasks
 from rlvr_jax.data import datasets
 from rlvr_jax.models import init_params, presets
-from rlvr_jax.train import algorithms, loop
+from rlvr_jax.train import algorithms, build, loop
+from rlvr_jax.train.rl_config import from_config as rl_from_config
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.config import default_config
 from rlvr_jax.train.state import create_train_state, make_optimizer
@@ -66,7 +67,7 @@ def rl_config(name, **overrides):
     config.rl.num_prompts = P
     for key, value in overrides.items():
         setattr(config.rl, key, value)
-    return loop.rl_config_from(config)
+    return rl_from_config(config)
 
 
 @functools.lru_cache(maxsize=None)
@@ -334,7 +335,7 @@ def load_config(name):
 def test_algorithm_configs_use_their_preset(name):
     config = load_config(name)
     assert config.is_locked and config.rl.algorithm == NEW_CONFIGS[name]
-    rl = loop.rl_config_from(config)
+    rl = rl_from_config(config)
     assert rl.advantage == algorithms.PRESETS[NEW_CONFIGS[name]]["advantage"]
 
 
@@ -364,7 +365,7 @@ def test_qwen_config_loads_with_the_preset_shapes(tmp_path, tok):
     preset = presets.get("qwen2.5-0.5b")
     (tmp_path / "config.json").write_text(json.dumps(hf.config_to_hf(preset)))
     config.model.hf_checkpoint = str(tmp_path)
-    built = loop.build_model_config(config, tok)
+    built = build.build_model_config(config, tok)
     assert built == preset.replace(dtype="bfloat16", param_dtype="float32", remat="full")
 
 

@@ -16,7 +16,7 @@ from rlvr_jax.train import cli, integrity, lock, loop, preempt
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.checkpoint import Checkpointer, checked_step, load_run
 from rlvr_jax.train.logging import read_metrics
-from rlvr_jax.train.validate import ConfigError
+from rlvr_jax.train.errors import ConfigError
 from tests.files import snapshot
 from tests.test_checkpoint import _comparable, _state_leaves_equal, _tiny_config
 

@@ -14,12 +14,12 @@ import numpy as np
 import optax
 import pytest
 
-from rlvr_jax.train import loop
+from rlvr_jax.train import build, loop
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train.checkpoint import Checkpointer, nonfinite_leaves
 from rlvr_jax.train.config import default_config
 from rlvr_jax.train.logging import read_metrics
-from rlvr_jax.train.validate import ConfigError
+from rlvr_jax.train.errors import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -176,7 +176,7 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypa
 def _fresh_rl_state(config):
     from rlvr_jax import models
     from rlvr_jax.data.tokenizers import load_tokenizer
-    model_config = loop.build_model_config(config, load_tokenizer(config.tokenizer))
+    model_config = build.build_model_config(config, load_tokenizer(config.tokenizer))
     params = models.init_params(model_config, jax.random.PRNGKey(0))
     tx = state_lib.make_optimizer(learning_rate=config.rl.learning_rate)
     return state_lib.create_train_state(params, tx, jax.random.PRNGKey(0), ref_params=params)

@@ -12,7 +12,7 @@ import pytest
 
 from rlvr_jax.train import cli, integrity
 from rlvr_jax.train import workdir as workdir_lib
-from rlvr_jax.train.validate import ConfigError
+from rlvr_jax.train.errors import ConfigError
 from tests.files import snapshot
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -123,11 +123,6 @@ CASES = [
     ("env-turn-budget", ["--config.env.name=calculator", "--config.env.max_turn_tokens=64"],
      None, "env.max_turn_tokens: 64 exceeds sampling.max_new_tokens"),
     ("env-turns", ["--config.env.max_turns=0"], None, "env.max_turns: must be >= 1"),
-    ("env-host-verifier", ["--config.env.name=calculator", "--config.reward.verifier=task"],
-     None, "env.name: multi-turn episodes with an on-device tool run inside the one compiled"),
-    ("env-host-tool-device-verifier", ["--config.env.name=calculator_host",
-                                       "--config.reward.verifier=token"], None,
-     "env.name: calculator_host runs on the host, between compiled segments"),
     ("env-lookup-corpus", ["--config.env.name=lookup", "--config.reward.verifier=task"], None,
      "env.corpus_path: no such file"),
     ("env-timeout", ["--config.env.name=guess_number", "--config.env.timeout_s=0"], None,

@@ -24,8 +24,15 @@ import pytest
 from rlvr_jax import scoring
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
-from rlvr_jax.train import build, loop
+from rlvr_jax.train import build, loop, rl_config
+from rlvr_jax.train.errors import ConfigError
 from rlvr_jax.train.logging import read_metrics
+from rlvr_jax.train.rl_config import from_config as rl_from_config
+
+
+def _scorer(config, task, tok, reward_model=None, env=None):
+    return scoring.scorer_from_config(config, task, tok, rl=rl_from_config(config),
+                                      reward_model=reward_model, env=env)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_FILES = sorted(glob.glob(os.path.join(ROOT, "configs", "*.py")))
@@ -96,7 +103,7 @@ def test_there_are_configs():
 def test_config_loads_and_is_locked(path):
     config = load_config(path)
     assert config.is_locked
-    assert loop.rl_config_from(config).num_prompts == config.rl.num_prompts  # Valid RLConfig.
+    assert rl_config.from_config(config).num_prompts == config.rl.num_prompts  # Valid RLConfig.
     for section in (config, config.rl, config.model, config.sampling):
         with pytest.raises(AttributeError, match="not_a_key.*locked"):
             section.not_a_key = 1
@@ -188,8 +195,8 @@ def test_task_config_builds_and_scores_solutions(name):
     config.reward.timeout_s = max(config.reward.timeout_s, 60.0)
     tokenizer = load_tokenizer(config.tokenizer)
     task, train, test = build.build_task_and_sources(config)
-    verifier = scoring.reward_from_config(config, task, tokenizer)
-    assert not verifier.on_device
+    scorer = _scorer(config, task, tokenizer)
+    assert not scorer.traceable
     loader = build.prompt_loader(config, train, tokenizer, 16, seed=0)
     pb = next(loader)
     assert loader.state()["dropped"] == 0  # Every prompt fits data.max_prompt_len.
@@ -197,8 +204,8 @@ def test_task_config_builds_and_scores_solutions(name):
     _, mask = datasets.completion_arrays(solutions, tokenizer,
                                          max_len=config.sampling.max_new_tokens)
     assert mask.shape == (16, config.sampling.max_new_tokens)  # They fit the budget.
-    with build.host_scorer(config, verifier) as scorer:
-        verdicts, components, info = scorer(solutions, pb.examples)
+    with scorer.host_scorer() as pool:
+        verdicts, components, info = pool(solutions, pb.examples)
     full = sum(w for _, w in scoring.parse_components(config.reward)) or 1.0
     np.testing.assert_allclose(verdicts, np.full(16, full, np.float32), rtol=1e-6)
     for name_, values in components.items():  # Every component (and correctness) is 1.
@@ -217,7 +224,7 @@ def test_adaptive_config_builds(name):
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     validate.validate(config)
     quick = load_config(os.path.join(ROOT, "configs", "quickstart.py"))
-    assert loop.rl_config_from(config) == loop.rl_config_from(quick)
+    assert rl_config.from_config(config) == rl_config.from_config(quick)
     tokenizer = load_tokenizer(config.tokenizer)
     task, train, test, warmup = build.build_sources(config)
     for source in (warmup, test):
@@ -264,7 +271,8 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     on-device reward (the token verifier at weight 0 beside it) — no RL step."""
     import jax
     from rlvr_jax.models import presets, reward_model
-    from rlvr_jax.train.validate import ConfigError, validate
+    from rlvr_jax.train.errors import ConfigError
+    from rlvr_jax.train.validate import validate
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     config.reward.reward_model_path = str(tmp_path / "missing")
     with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: no such directory"):
@@ -283,9 +291,9 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     np.testing.assert_array_equal(np.asarray(placed["score"]["kernel"]),
                                   params["score"]["kernel"])
     task, _, _ = build.build_task_and_sources(config)
-    verifier = scoring.reward_from_config(config, task, tok)
-    assert verifier.on_device and verifier.shapers[0].keywords == {"name": "token",
-                                                                   "weight": 0.0}
+    scorer = _scorer(config, task, tok, build.build_reward_model(config, tok))
+    assert scorer.traceable and [t.name for t in scorer.terms] == ["token", "reward_model"]
+    assert scorer.terms[0].fn.keywords == {"weight": 0.0, "log": True}
     small_vocab = rm_config.replace(vocab_size=tok.vocab_size - 1)
     reward_model.save_hf_reward_model(
         reward_model.init_reward_params(small_vocab, jax.random.PRNGKey(0)), small_vocab,
@@ -294,14 +302,17 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: .*not this tokenizer"):
         build.build_reward_model(config, tok)
     config.reward.reward_model_path = str(tmp_path / "rm")
-    # Beside a host component: the split path, the reward model scored between sampling
-    # and the update, never by the host scorer.
+    # Beside a host component: the split path, the reward model a device term after the
+    # seam, never in the host pool.
     config.reward.components, config.reward.weights = "task,reward_model", "1,0.5"
     validate(config)
-    verifier = scoring.reward_from_config(config, task, tok)
-    assert not verifier.on_device and build.build_reward_model(config, tok).weight == 0.5
-    with build.host_scorer(config, verifier) as scorer:
-        assert scorer.names == ("task", "correct")
+    rm = build.build_reward_model(config, tok)
+    scorer = _scorer(config, task, tok, rm)
+    assert not scorer.traceable and rm.weight == 0.5
+    assert [(t.name, t.where) for t in scorer.terms] == [("task", "sample"),
+                                                        ("reward_model", "device")]
+    with scorer.host_scorer() as pool:
+        assert pool.names == ("task", "correct")
     config.reward.components, config.reward.weights = "token", ""
     with pytest.raises(ConfigError, match=r"^reward\.reward_model_path: is set but "
                                           r"'reward_model' is not in reward.components"):
@@ -313,23 +324,21 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
 
 @pytest.mark.parametrize("name", REWARD_FEATURES)
 def test_reward_feature_config_builds_and_scores(name):
-    """Valid; the run's verifier carries the feature; the host text scoring (process rewards,
-    label-free terms) gives the config's own worked solutions full marks. No compilation."""
-    from rlvr_jax.train import rl_config
+    """Valid; the run's scorer carries the feature; its host terms (process rewards,
+    label-free terms) give the config's own worked solutions full marks. No compilation."""
     from rlvr_jax.train.validate import validate
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     validate(config)
     tok = load_tokenizer(config.tokenizer)
     task, train, _ = build.build_task_and_sources(config)
-    verifier = scoring.reward_from_config(config, task, tok)
     rl = rl_config.from_config(config)
-    text_scoring = scoring.host_text_scoring(verifier, tok, rl, num_samples=2)
+    scorer = scoring.scorer_from_config(config, task, tok, rl=rl)
     if name == "noisy_verifier_arithmetic":  # Noise, then the correction, on device.
-        assert verifier.on_device and text_scoring is None
-        assert [s.func for s in verifier.shapers[:2]] == [scoring.noisy,
-                                                          scoring.backward_corrected]
+        assert scorer.traceable
+        assert [t.fn.func for t in scorer.device_terms[1:3]] == [scoring.noisy,
+                                                                 scoring.backward_corrected]
         return
-    assert not verifier.on_device and text_scoring is not None
+    assert not scorer.traceable and scorer.host_terms
     examples = [train[i] for i in range(4) for _ in range(2)]  # G = 2 copies per prompt.
     texts = [ex.solution for ex in examples]
     tokens, mask = datasets.completion_arrays(texts, tok, max_len=config.sampling.max_new_tokens)
@@ -340,8 +349,14 @@ def test_reward_feature_config_builds_and_scores(name):
                                finished=jnp.ones((8,), bool), prompt_tokens=jnp.asarray(tokens),
                                prompt_mask=jnp.asarray(mask))
     texts = scoring.decode_completions(tok, tokens, mask)
-    shapers, steps, metrics = text_scoring(texts, examples, rollout)
-    rewards, _ = scoring.shape(jnp.zeros((8,)), rollout, shapers)
+    x = scoring.Inputs(rollout, group_size=2, texts=texts, examples=examples)
+    rewards, steps, metrics = jnp.zeros((8,)), None, {}
+    for term in scorer.host_terms:
+        if term.per_step:
+            steps, m = term.fn(rewards, x)
+        else:
+            rewards, m = term.fn(rewards, x)
+        metrics.update(m)
     if rl.process:
         assert metrics["process/step_accuracy"] == 1.0 and steps.ends.any()
     else:  # Majority: every pair agrees; self-certainty: log-probs 0 -> exp(0) = 1.
@@ -359,19 +374,23 @@ def test_multiturn_config_builds_and_replays_its_traces(name):
     validate.validate(config)
     tokenizer = load_tokenizer(config.tokenizer)
     task, _, _, warmup = build.build_sources(config)
-    verifier = scoring.reward_from_config(config, task, tokenizer)
-    env, tools = build.build_env(config, tokenizer, verifier)
-    assert (tools is not None) == getattr(env, "on_host", False)
+    env = build.build_env(config, tokenizer)
+    verifier = _scorer(config, task, tokenizer, env=env).verifier
+    mesh, rules = build.build_mesh(config)
+    model_config = build.build_model_config(config, tokenizer)
+    sampler = build.build_sampler(config, model_config, tokenizer,
+                                  build.Placer(mesh, rules, model_config), env)
+    assert (sampler.tools is not None) == (not sampler.traceable)
     pb = next(build.prompt_loader(config, warmup, tokenizer, 32, seed=0))
     comp, cmask = datasets.completion_arrays([ex.solution for ex in pb.examples], tokenizer,
                                              max_len=config.sampling.max_new_tokens)
     pmask = build.prompt_mask(pb.lengths, pb.tokens.shape[1])
-    targets = loop.warmup_loss_mask(env, tokenizer, pb, pmask, comp, cmask)
+    targets = loop.warmup_loss_mask(sampler, tokenizer, pb, pmask, comp, cmask)
     tool = np.array([ex.meta.get("tool_trace", True) for ex in pb.examples])
     observed = (cmask.astype(np.int32) - targets).sum(axis=1)
     assert (observed[tool] > 0).all() and (observed[~tool] == 0).all()
     texts = scoring.decode_completions(tokenizer, comp, targets)  # The model's tokens only.
-    if verifier.on_device:
+    if verifier.token is not None:
         assert tool.any() and (~tool).any()
         np.testing.assert_array_equal(np.asarray(verifier.token(comp, targets, pb.answers)), 1.0)
     else:  # The worked traces that find the number within the budget score 1.
@@ -380,15 +399,15 @@ def test_multiturn_config_builds_and_replays_its_traces(name):
         np.testing.assert_array_equal([task.verify(t, ex) for t, ex in zip(texts, pb.examples)],
                                       solved)
     i = int(np.flatnonzero(tool)[0])
-    first_obs = "=" if verifier.on_device else "]"
+    first_obs = "=" if verifier.token is not None else "]"
     wrong = pb.examples[i].solution.replace(first_obs, first_obs + "1", 1)
     comp2, cmask2 = datasets.completion_arrays([wrong] + [ex.solution for ex in pb.examples[1:]],
                                                tokenizer, max_len=config.sampling.max_new_tokens)
     pb2 = dataclasses.replace(pb, examples=[pb.examples[i]] + list(pb.examples[1:]),
                               tokens=np.concatenate([pb.tokens[i:i + 1], pb.tokens[1:]]))
     pmask2 = np.concatenate([pmask[i:i + 1], pmask[1:]])
-    with pytest.raises(build.ConfigError, match="env.name: the warm-up solution"):
-        loop.warmup_loss_mask(env, tokenizer, pb2, pmask2, comp2, cmask2)
+    with pytest.raises(ConfigError, match="env.name: the warm-up solution"):
+        loop.warmup_loss_mask(sampler, tokenizer, pb2, pmask2, comp2, cmask2)
 
 
 def test_decode_settings_reach_the_sampling_config():

@@ -237,6 +237,44 @@ def test_one_program_rl_step_with_a_tool(params, model_config, tok):
                                                        jax.tree.leaves(params)))
 
 
+def test_reward_model_with_an_on_device_tool_scores_the_model_tokens(params, model_config,
+                                                                      tok):
+    """The verifier sees the model's tokens only (`rollout.model_mask`) when a reward model is
+    scored beside an on-device tool too (it once read `rollout.mask`, observations included:
+    the tool's odd id 31 then flipped the parity verdict of rows with an odd call count)."""
+    import optax
+    from rlvr_jax import scoring
+    from rlvr_jax.train import step as step_lib
+    from rlvr_jax.train.state import create_train_state
+    env = _every_token_env(model_config.vocab_size, tok.eos_id)
+    prompts, pmask = _prompts(tok, ["12+3=", "7+8=", "1+1=", "40+2="])
+    batch = {"prompt_tokens": prompts, "prompt_mask": pmask,
+             "answers": jnp.zeros((4,), jnp.int32)}
+    rm_config = model_config.replace(n_layers=1)
+    rm = scoring.RewardModel(config=rm_config, weight=0.0)  # Weight 0: exact rewards below.
+    scorer = scoring.token_scorer(_verifier, reward_model=rm, env=env, num_samples=2)
+    assert [t.name for t in scorer.terms] == ["token", "reward_model", "env"]
+    tx = optax.sgd(0.0)
+    rl_step = step_lib.make_rl_step(model_config, _sc(tok, max_new_tokens=12), _rl(
+        num_prompts=4), tx, scorer=scorer, return_rollout=True, env=env)
+    state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(4),
+                               reward_params=models.init_reward_params(rm_config,
+                                                                       jax.random.PRNGKey(5)))
+    _, m, s = rl_step(state, batch)
+    tokens, mask = np.asarray(s["tokens"]), np.asarray(s["mask"])
+    model, _ = multiturn.trace_model_mask(env, (tok.eos_id,), tok.pad_id, tokens, mask,
+                                          np.repeat(np.asarray(prompts), 2, 0),
+                                          np.repeat(np.asarray(pmask), 2, 0))
+    right = np.asarray(_verifier(jnp.asarray(tokens), jnp.asarray(model), None))
+    wrong = np.asarray(_verifier(jnp.asarray(tokens), jnp.asarray(mask), None))
+    assert (right != wrong).any()  # The observations would change some verdicts.
+    np.testing.assert_array_equal(np.asarray(s["correct"]), right >= 1)
+    assert float(m["reward/correct"]) == pytest.approx(right.mean())  # 0/1 over 8: exact
+    calls = ((mask - model) > 0).sum(axis=1) // len(env.reply_ids)
+    np.testing.assert_array_equal(np.asarray(s["rewards"]), right + 0.5 * calls)  # exact
+    assert "reward/reward_model_agreement" in m
+
+
 def test_rollout_sharded_over_8_devices_equals_unsharded(episodes, params, model_config, tok):
     """Prompts sharded over an 8-device data axis, parameters replicated."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as PS

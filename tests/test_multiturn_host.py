@@ -12,6 +12,7 @@ import pytest
 
 from rlvr_jax import multiturn, tasks
 from rlvr_jax.multiturn import HostReply
+from rlvr_jax.tasks.guess_number import guess_reply
 from tests import numerics
 from tests.multiturn_helpers import doc_example, prompt_arrays, sampling_config
 
@@ -124,10 +125,10 @@ def test_lookup_tool(tmp_path):
 
 def test_guess_number_game_and_task():
     task = tasks.get("guess_number")
-    assert multiturn.guess_reply(1, 32, 20, "16") == (" up 17-32", 17, 32, False)
-    assert multiturn.guess_reply(17, 32, 20, "24") == (" down 17-23", 17, 23, False)
-    assert multiturn.guess_reply(17, 23, 20, "20")[0] == " yes"
-    assert multiturn.guess_reply(17, 23, 20, "x")[3]
+    assert guess_reply(1, 32, 20, "16") == (" up 17-32", 17, 32, False)
+    assert guess_reply(17, 32, 20, "24") == (" down 17-23", 17, 23, False)
+    assert guess_reply(17, 23, 20, "20")[0] == " yes"
+    assert guess_reply(17, 23, 20, "x")[3]
     ex = task.make(1, 32, 20, [16, 24, 20])
     assert ex.solution == "[16] up 17-32[24] down 17-23[20] yes"
     assert task.verify(ex.solution, ex) == 1.0 and task.check_steps(ex.solution, ex)

@@ -22,6 +22,11 @@ def _rollout(b, n=4, seed=0):
                             prompt_mask=jnp.asarray(ones[:, :2]))
 
 
+def _x(b, n=4, seed=0):
+    """The term inputs of `_rollout(b, n, seed)`."""
+    return scoring.Inputs(_rollout(b, n, seed))
+
+
 def _within_binomial(count, n, p, z=5.0):
     mean, sd = n * p, math.sqrt(n * p * (1 - p))
     return abs(count - mean) <= z * sd + 1
@@ -31,7 +36,7 @@ def _within_binomial(count, n, p, z=5.0):
 def test_flip_rates_are_within_binomial_bounds(p1, p0):
     b = 20000
     truth = (np.arange(b) % 3 == 0).astype(np.float32)          # a third correct
-    out, m = scoring.noisy(jnp.asarray(truth), _rollout(b), fn_rate=p1, fp_rate=p0, seed=7)
+    out, m = scoring.noisy(jnp.asarray(truth), _x(b), fn_rate=p1, fp_rate=p0, seed=7)
     out = np.asarray(out)
     assert set(np.unique(out)) <= {0.0, 1.0}
     n_pos, n_neg = int(truth.sum()), int(b - truth.sum())
@@ -46,11 +51,11 @@ def test_flip_rates_are_within_binomial_bounds(p1, p0):
 
 def test_flips_are_seeded_by_the_seed_and_the_rollout():
     r = jnp.asarray((np.arange(512) % 2).astype(np.float32))
-    a = np.asarray(scoring.noisy(r, _rollout(512), fn_rate=0.3, fp_rate=0.3, seed=1)[0])
-    again = np.asarray(scoring.noisy(r, _rollout(512), fn_rate=0.3, fp_rate=0.3, seed=1)[0])
-    other_seed = np.asarray(scoring.noisy(r, _rollout(512), fn_rate=0.3, fp_rate=0.3,
+    a = np.asarray(scoring.noisy(r, _x(512), fn_rate=0.3, fp_rate=0.3, seed=1)[0])
+    again = np.asarray(scoring.noisy(r, _x(512), fn_rate=0.3, fp_rate=0.3, seed=1)[0])
+    other_seed = np.asarray(scoring.noisy(r, _x(512), fn_rate=0.3, fp_rate=0.3,
                                           seed=2)[0])
-    other_rollout = np.asarray(scoring.noisy(r, _rollout(512, seed=5), fn_rate=0.3,
+    other_rollout = np.asarray(scoring.noisy(r, _x(512, seed=5), fn_rate=0.3,
                                              fp_rate=0.3, seed=1)[0])
     np.testing.assert_array_equal(a, again)
     assert (a != other_seed).any() and (a != other_rollout).any()
@@ -58,17 +63,19 @@ def test_flips_are_seeded_by_the_seed_and_the_rollout():
 
 def test_weighted_reward_loses_or_gains_its_correctness_unit():
     r = jnp.asarray([1.5, 0.5, 1.5, 0.5] * 64, jnp.float32)     # task (1) + 0.5 format: ±1 exact
-    out = np.asarray(scoring.noisy(r, _rollout(256), fn_rate=1.0, fp_rate=1.0, seed=0)[0])
+    out = np.asarray(scoring.noisy(r, _x(256), fn_rate=1.0, fp_rate=1.0, seed=0)[0])
     np.testing.assert_allclose(out, np.asarray(r) + np.where(np.asarray(r) >= 1, -1.0, 1.0))
 
 
 def test_backward_correction_makes_the_noisy_reward_unbiased():
     b, p1, p0 = 40000, 0.2, 0.1
     truth = (np.arange(b) % 4 == 0).astype(np.float32)
-    shapers = scoring.noise_shapers(_reward(p1, p0, p1, p0))
-    assert len(shapers) == 2
-    rw, _ = scoring.shape(jnp.asarray(truth), _rollout(b), shapers)
-    observed = np.asarray(scoring.noisy(jnp.asarray(truth), _rollout(b), fn_rate=p1,
+    setup = scoring.Setup(None, reward=_reward(p1, p0, p1, p0))
+    terms = [scoring.TERMS[name].build(setup, None) for name in ("noise", "correction")]
+    rw, x = jnp.asarray(truth), scoring.Inputs(_rollout(b))
+    for term in terms:
+        rw, _ = term(rw, x)
+    observed = np.asarray(scoring.noisy(jnp.asarray(truth), _x(b), fn_rate=p1,
                                         fp_rate=p0, seed=0)[0])
     # (r − p0)·scale: the same two float32 roundings on both sides (r ∈ {0, 1}): ≤ 2γ_2.
     np.testing.assert_allclose(rw, rewards.noise_corrected_reward(observed, fn_rate=p1,
@@ -101,8 +108,9 @@ def test_bad_noise_config_names_the_field(fields, message):
 def test_noise_wraps_the_on_device_verifier(tok):
     config = arithmetic_config()
     config.reward.noise_fn_rate = 0.2
-    verifier = scoring.reward_from_config(config, tasks.get("arithmetic"), tok)
-    assert verifier.on_device and verifier.shapers[0].func is scoring.noisy
+    scorer = _scorer(config, tasks.get("arithmetic"), tok)
+    assert scorer.traceable and [t.name for t in scorer.terms] == ["token", "noise"]
+    assert scorer.terms[1].fn.func is scoring.noisy
 
 
 # ----------------------------------------------------------------------------- label-free
@@ -143,14 +151,14 @@ def test_label_free_config_scores_on_the_host_and_still_measures(tok):
     config = arithmetic_config()
     config.reward.components = "majority"
     task = tasks.get("arithmetic")
-    verifier = scoring.reward_from_config(config, task, tok)
-    assert not verifier.on_device and verifier.label_free == (("majority", 1.0),)
+    scorer = _scorer(config, task, tok)
+    assert not scorer.traceable and [t.name for t in scorer.terms] == ["verifier", "majority"]
     ex = task.example(0, seed=0)
-    out = verifier.host_reward(ex.solution, ex)      # No labelled reward, but the verdict.
+    fn, _ = scorer._pool_fn()
+    out = fn(ex.solution, ex)      # No labelled reward, but the verdict.
     assert out["reward"] == 0.0 and out["correct"] == 1.0
-    assert scoring.host_text_scoring(verifier, tok, _rl(), num_samples=8) is not None
 
 
-def _rl(**kw):
-    from rlvr_jax.train.rl_config import RLConfig
-    return RLConfig(num_prompts=2, **kw)
+def _scorer(config, task, tok):
+    from rlvr_jax.train.rl_config import from_config
+    return scoring.scorer_from_config(config, task, tok, rl=from_config(config))

@@ -8,6 +8,7 @@ import optax
 import pytest
 
 from rlvr_jax import sampling, scoring, tasks
+from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.algorithms import resolve
 from rlvr_jax.train.experience import Experience, Groups
@@ -122,7 +123,7 @@ def test_the_update_routes_process_rewards(advantage, form):
     np.testing.assert_allclose(exp.advantages, want, rtol=1e-4, atol=1e-4)
 
 
-def test_host_rl_step_with_process_rewards(tok, model_config, params):
+def test_split_step_with_process_rewards(tok, model_config, params):
     """One split-path step with min-form process rewards: logged, finite, and required by
     the update."""
     task = tasks.get("arithmetic", ops=("add",), min_digits=1, max_digits=2)
@@ -140,9 +141,10 @@ def test_host_rl_step_with_process_rewards(tok, model_config, params):
     tx = optax.sgd(0.0)
     rl = step_lib.RLConfig(num_prompts=2, advantage="reinforce_pp", process_weight=1.0,
                            process_form="min")
-    step = step_lib.make_host_rl_step(
-        model_config, sc, rl, tx, task.verify, tok,
-        text_scoring=scoring.host_text_scoring(verifier, tok, rl, num_samples=4))
+    scorer = scoring.assemble(scoring.Setup(verifier, rl=rl, tokenizer=tok, num_samples=4), {})
+    assert [(t.name, t.where) for t in scorer.terms] == [("verifier", "sample"),
+                                                        ("process", "host")]
+    step = step_lib.make_split_step(Sampler(model_config, sc), scorer, rl, tx)
     state = create_train_state(jax.tree.map(jnp.copy, params), tx, rng=jax.random.PRNGKey(3))
     _, metrics, samples = step(state, batch, examples)
     metrics = {k: float(v) for k, v in metrics.items()}

@@ -1,7 +1,7 @@
 """Rewards from the config (issue 14): weighted components, the checks that run before any
 compilation, host scoring in-process and in a process pool (failures scored 0 and
 counted), the tags answer format that `format` rewards, held-out splits of file data."""
-import functools
+import dataclasses
 import json
 import os
 import pickle
@@ -16,7 +16,7 @@ from rlvr_jax import rewards, sampling, scoring, tasks
 from rlvr_jax.data import datasets
 from rlvr_jax.train import build
 from rlvr_jax.train.config import arithmetic_config, default_config
-from rlvr_jax.train.rl_config import RLConfig
+from tests.reference import rewards_ref
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def _config(components="", weights="", **task_kwargs):
 
 @pytest.mark.parametrize("components,weights,message", [
     ("mathh", "", "reward.components: unknown component 'mathh'; known: token, task, math, "
-                  "math_verify, code, format, overlong"),
+                  "math_verify, code, format, majority, self_certainty, overlong"),
     ("task,format", "1,0.2,3", "reward.weights: 3 weights for 2 components (task, format)"),
     ("task,format", "1,x", "reward.weights: not a comma-separated list of numbers"),
     ("task,task", "", "reward.components: a component is repeated"),
@@ -61,7 +61,7 @@ def test_bad_reward_config_fails_before_any_compilation(components, weights, mes
     assert compiles == []  # A cheap check: no jax work behind it.
     config = _config(components, weights)  # The trainer's builder checks the same way.
     with pytest.raises(ValueError, match=message.split(":")[0]):
-        scoring.reward_from_config(config, tasks.get("arithmetic"), None)
+        _scorer(config, tasks.get("arithmetic"), None)
 
 
 def test_the_trainer_rejects_an_unknown_component_before_building_anything(tmp_path, compiles,
@@ -97,28 +97,34 @@ def test_other_reward_fields_are_checked():
 
 # ----------------------------------------------------------------------------- the builder
 
+def _scorer(config, task, tok):
+    from rlvr_jax.train.rl_config import from_config
+    return scoring.scorer_from_config(config, task, tok, rl=from_config(config))
+
+
 def test_no_components_is_the_verifier_of_before(tok):
-    """The default (no components) is exactly `choose_verifier`: the quickstart keeps its
-    on-device token verifier and no extra shaping."""
+    """The default (no components) is exactly `choose_verifier`, weight 1: the quickstart
+    keeps its on-device token verifier and no other term."""
     arithmetic = tasks.get("arithmetic")
-    verifier = scoring.reward_from_config(_config(), arithmetic, tok)
-    assert verifier.on_device and verifier.shapers == () and verifier.host is None
-    assert verifier.verify == arithmetic.verify
+    scorer = _scorer(_config(), arithmetic, tok)
+    assert scorer.traceable and [t.name for t in scorer.terms] == ["token"]
+    assert scorer.verifier.verify == arithmetic.verify
     config = _config()
     config.reward.verifier = "math_verify" if rewards.math_verify_available() else "math"
-    math = scoring.reward_from_config(config, None, tok)
-    assert not math.on_device
-    pickle.dumps(math.verify)  # Picklable: a pool worker can run it.
+    math = _scorer(config, None, tok)
+    assert not math.traceable and [(t.name, t.where) for t in math.terms] == [
+        ("verifier", "sample")]
+    pickle.dumps(math.verifier.verify)  # Picklable: a pool worker can run it.
 
 
 def test_task_plus_format_scores_each_component_and_correctness(tok):
     task = tasks.get("arithmetic", answer_format="tags")
-    verifier = scoring.reward_from_config(_config("task,format", "1.0,0.5",
-                                                  answer_format="tags"), task, tok)
-    assert not verifier.on_device and verifier.components == ("task", "format")
+    scorer = _scorer(_config("task,format", "1.0,0.5", answer_format="tags"), task, tok)
+    assert not scorer.traceable and [t.name for t in scorer.terms] == ["task", "format"]
+    verifier = scorer.verifier
     ex = task.make("add", 12, 34)
     assert ex.solution == "<think>6 4</think><answer>46</answer>"
-    host = pickle.loads(pickle.dumps(verifier.host))
+    host = pickle.loads(pickle.dumps(scorer._pool_fn()[0]))
     assert host(ex.solution, ex) == {"task": 1.0, "format": 1.0, "reward": 1.5, "correct": 1.0}
     assert host("<answer>46</answer>", ex) == {"task": 1.0, "format": 0.0, "reward": 1.0,
                                                 "correct": 1.0}
@@ -130,9 +136,9 @@ def test_format_alone_still_counts_correctness_with_the_task_verifier(tok):
     task = tasks.get("sorting", answer_format="tags")
     config = _config("format")
     config.data.task = "sorting"
-    verifier = scoring.reward_from_config(config, task, tok)
+    fn, _ = _scorer(config, task, tok)._pool_fn()
     ex = task.example(0, seed=0)
-    out = verifier.host("<think>x</think><answer>9</answer>", ex)
+    out = fn("<think>x</think><answer>9</answer>", ex)
     assert out["format"] == 1.0 and out["correct"] == 0.0 and out["reward"] == 1.0
 
 
@@ -141,8 +147,8 @@ def test_on_device_components_weight_the_token_verifier_and_add_overlong(tok):
     from the unweighted verdicts; reward/token logged."""
     config = _config("token,overlong", "0.5,1.0")
     config.sampling.max_new_tokens = 8
-    verifier = scoring.reward_from_config(config, tasks.get("arithmetic"), tok)
-    assert verifier.on_device and len(verifier.shapers) == 2
+    scorer = _scorer(config, tasks.get("arithmetic"), tok)
+    assert scorer.traceable and [t.name for t in scorer.terms] == ["token", "overlong"]
     b, n = 4, 8
     lengths = jnp.array([2, 8, 8, 3], jnp.int32)
     mask = (jnp.arange(n)[None, :] < lengths[:, None]).astype(jnp.int32)
@@ -151,11 +157,10 @@ def test_on_device_components_weight_the_token_verifier_and_add_overlong(tok):
                                finished=lengths < n, prompt_tokens=jnp.zeros((b, 2), jnp.int32),
                                prompt_mask=jnp.zeros((b, 2), jnp.int32))
     verdicts = jnp.array([1.0, 1.0, 0.0, 0.0])
-    fn = jax.jit(functools.partial(scoring.score_on_device, verifier=lambda t, m, a: verdicts,
-                                   rl=RLConfig(num_prompts=2), max_new_tokens=n,
-                                   shapers=verifier.shapers))
-    r, metrics = fn(rollout, jnp.zeros((2,), jnp.int32))
-    penalty = rewards.overlong_penalty_np(np.asarray(lengths), max_length=n, buffer_length=2)
+    scorer.verifier = dataclasses.replace(scorer.verifier, token=lambda t, m, a: verdicts)
+    x = scoring.Inputs(rollout, answers=jnp.zeros((b,), jnp.int32), group_size=2)
+    r, metrics, _ = jax.jit(scorer.score_device)(x)
+    penalty = rewards_ref.overlong_penalty_np(np.asarray(lengths), max_length=n, buffer_length=2)
     np.testing.assert_allclose(np.asarray(r), 0.5 * np.asarray(verdicts) + penalty, rtol=1e-6)
     assert float(metrics["reward/correct"]) == 0.5 and float(metrics["reward/token"]) == 0.5
     assert float(metrics["reward/overlong"]) == pytest.approx(float(np.mean(penalty)))
@@ -176,9 +181,35 @@ def _moody(text, example):
 
 def _rollout(b, n=4):
     z = jnp.zeros((b, n), jnp.int32)
-    return sampling.Rollout(tokens=z, mask=z + 1, logprobs=jnp.zeros((b, n)),
+    rows = jnp.broadcast_to(jnp.arange(b, dtype=jnp.int32)[:, None], (b, n))  # Row i: i.
+    return sampling.Rollout(tokens=rows, mask=z + 1, logprobs=jnp.zeros((b, n)),
                             lengths=jnp.full((b,), n), finished=jnp.ones((b,), bool),
                             prompt_tokens=z, prompt_mask=z)
+
+
+class _Texts:
+    """A tokenizer whose row i (tokens all i) decodes to texts[i]."""
+
+    def __init__(self, texts):
+        self.texts = texts
+
+    def decode(self, ids, stop_at_eos=True):
+        return self.texts[int(ids[0])]
+
+
+def _score_on_host(fn, texts, **pool):
+    """(rewards [B], metrics) of the host verifier `fn` alone (one sample term) on `texts`:
+    the scorer's host stage, then its (empty) device stage."""
+    scorer = scoring.Scorer(scoring.Verifier(verify=fn, answer_key=None),
+                            [scoring.Term("verifier", "sample", fn)], tokenizer=_Texts(texts),
+                            **pool)
+    try:
+        rollout = _rollout(len(texts))
+        host = scorer.score_host(rollout, [None] * len(texts), 1)
+        r, metrics, _ = scorer.score_device(scoring.Inputs(rollout), host)
+        return r, dict(metrics, **host.metrics), scorer
+    finally:
+        scorer.close()
 
 
 def test_pool_scoring_survives_hung_and_crashing_samples():
@@ -186,13 +217,15 @@ def test_pool_scoring_survives_hung_and_crashing_samples():
     all are counted in the metrics and the other samples keep their rewards. The honest
     samples get a budget they cannot hit; the hung one its own pool with a short one."""
     texts = ["1", "die", "0", "raise", "1"]  # "0" was queued behind "die": sent again.
-    rl = RLConfig(num_prompts=1)
-    with scoring.HostScorer(_moody, num_workers=2, timeout_s=600.0,
-                            names=("task", "correct")) as scorer:
-        r, metrics = scoring.score_on_host(_rollout(5), texts, [None] * 5, verify=scorer,
-                                           rl=rl, max_new_tokens=4)
-        r2, _ = scoring.score_on_host(_rollout(2), ["1", "0"], [None] * 2, verify=scorer,
-                                      rl=rl, max_new_tokens=4)  # The pool still works.
+    scorer = scoring.Scorer(scoring.Verifier(verify=_moody, answer_key=None),
+                            [scoring.Term("verifier", "sample", _moody)],
+                            tokenizer=_Texts(texts), num_workers=2, timeout_s=600.0)
+    with scorer.host_scorer():
+        x = scoring.Inputs(_rollout(5))
+        host = scorer.score_host(x.rollout, [None] * 5, 1)
+        r, metrics = host.rewards, host.metrics
+        scorer.tokenizer = _Texts(["1", "0"])
+        r2 = scorer.score_host(_rollout(2), [None] * 2, 1).rewards  # The pool still works.
     np.testing.assert_array_equal(np.asarray(r), [1, 0, 0, 0, 1])
     np.testing.assert_array_equal(np.asarray(r2), [1, 0])
     assert float(metrics["reward/host_timeouts"]) == 0.0
@@ -201,32 +234,26 @@ def test_pool_scoring_survives_hung_and_crashing_samples():
     assert float(metrics["reward/task"]) == pytest.approx(2 / 5)
     # The hung sample (60 s) is cut at its 1 s timeout: had it not been, it would score
     # through the error path after its sleep (`float("hang")` raises) and count no timeout.
-    with scoring.HostScorer(_moody, num_workers=1, timeout_s=1.0,
-                            names=("task", "correct")) as scorer:
-        r, metrics = scoring.score_on_host(_rollout(1), ["hang"], [None], verify=scorer,
-                                           rl=rl, max_new_tokens=4)
+    r, metrics, _ = _score_on_host(_moody, ["hang"], num_workers=1, timeout_s=1.0)
     np.testing.assert_array_equal(np.asarray(r), [0])
     assert float(metrics["reward/host_timeouts"]) == 1.0
     assert float(metrics["reward/host_errors"]) == 0.0
 
 
 def test_in_process_scoring_counts_a_raising_sample():
-    r, metrics = scoring.score_on_host(_rollout(3), ["1", "raise", "0"], [None] * 3,
-                                       verify=_moody, rl=RLConfig(num_prompts=1),
-                                       max_new_tokens=4)
+    r, metrics, _ = _score_on_host(_moody, ["1", "raise", "0"])
     np.testing.assert_array_equal(np.asarray(r), [1, 0, 0])
     assert float(metrics["reward/host_errors"]) == 1.0
     assert float(metrics["reward/host_timeouts"]) == 0.0
 
 
 def test_pool_and_in_process_give_the_same_component_rewards(tok):
-    """The run's scorer (`build.host_scorer`) on countdown solutions and corruptions: the
-    pool and the in-process loop agree sample by sample."""
+    """The run's scorer's host pool (`Scorer.host_scorer`) on countdown solutions and
+    corruptions: the pool and the in-process loop agree sample by sample."""
     config = _config("task,format", "1.0,0.2")
     config.data.task = "countdown"
     config.data.task_kwargs = dict(max_number=9, max_target=30, answer_format="tags")
     task = tasks.get("countdown", max_number=9, max_target=30, answer_format="tags")
-    verifier = scoring.reward_from_config(config, task, tok)
     examples = task.generate(12, seed=3)
     texts = [ex.solution for ex in examples[:6]] + [
         ex.solution.replace("<think>", "") for ex in examples[6:9]] + [
@@ -235,8 +262,9 @@ def test_pool_and_in_process_give_the_same_component_rewards(tok):
     config.reward.timeout_s = 600.0  # Honest samples: a budget they cannot hit.
     for workers in (0, 2):
         config.reward.num_workers = workers
-        with build.host_scorer(config, verifier) as scorer:
-            outputs[workers] = scorer(texts, examples)
+        scorer = _scorer(config, task, tok)
+        with scorer.host_scorer() as pool:
+            outputs[workers] = pool(texts, examples)
     (v0, c0, _), (v2, c2, _) = outputs[0], outputs[2]
     np.testing.assert_array_equal(v0, v2)
     assert set(c0) == set(c2) == {"task", "format", "correct"}

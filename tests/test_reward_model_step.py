@@ -2,8 +2,6 @@
 `TrainState.reward_params`): the rewards are the reward model's scores of the sampled
 sequences, sharded over 8 fake devices exactly as unsharded, mixed with the verifier; and on
 the split (host-verifier) path, added to the host rewards."""
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +10,7 @@ import pytest
 
 from rlvr_jax import models, sampling, scoring, sharding, tasks
 from rlvr_jax.data import datasets
+from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import Placer
 from rlvr_jax.train.state import create_train_state
@@ -50,6 +49,14 @@ def _verifier(tokens, mask, answers):
     return (tokens[:, 0] % 2 == 0).astype(jnp.float32)
 
 
+def _scorer(weights, rm):
+    """The on-device scorer of `_verifier` with the listed components `weights` and the
+    reward model `rm` (the verifier measures; its weight is weights["token"], else 0)."""
+    setup = scoring.Setup(scoring.Verifier(verify=None, answer_key=None, token=_verifier),
+                          reward_model=rm, num_samples=G, components=tuple(weights))
+    return scoring.assemble(setup, weights)
+
+
 def test_rl_step_scores_with_the_reward_model_sharded_over_8_devices(setup, model_config,
                                                                       params):
     """Reward model alone (the verifier's weight 0, it only measures correctness): the
@@ -69,9 +76,8 @@ def test_rl_step_scores_with_the_reward_model_sharded_over_8_devices(setup, mode
     state = state.replace(opt_state=placer.opt_state(state.opt_state, tx, pp))
     rm = scoring.RewardModel(config=rm_config, weight=2.0, microbatches=2)
     rl = step_lib.RLConfig(num_prompts=P, aggregation="token-mean")
-    rl_step = step_lib.make_rl_step(
-        model_config, sc, rl, tx, _verifier, return_rollout=True, reward_model=rm,
-        shapers=(functools.partial(scoring.weighted, name="token", weight=0.0),))
+    rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, return_rollout=True,
+                                    scorer=_scorer({"reward_model": 2.0}, rm))
     with sharding.activate(mesh, rules):
         new, metrics, samples = rl_step(state, placer.batch(batch))
     ref = _reference_scores(rm_params, rm_config, batch, samples["tokens"], samples["mask"])
@@ -106,12 +112,10 @@ def test_mixed_with_the_verifier_and_metrics(setup):
         prompt_tokens=jnp.asarray(np.repeat(batch["prompt_tokens"], G, 0)),
         prompt_mask=jnp.asarray(np.repeat(batch["prompt_mask"], G, 0)))
     rm = scoring.RewardModel(config=rm_config, weight=0.5)
-    rl = step_lib.RLConfig(num_prompts=P)
-    fn = jax.jit(functools.partial(
-        scoring.score_with_reward_model, verifier=_verifier, reward_model=rm, rl=rl,
-        max_new_tokens=N, shapers=(functools.partial(scoring.weighted, name="token",
-                                                     weight=1.0),)))
-    rewards, metrics = fn(rollout, jnp.asarray(batch["answers"]), rm_params)
+    scorer = _scorer({"token": 1.0, "reward_model": 0.5}, rm)
+    x = scoring.Inputs(rollout, answers=jnp.repeat(jnp.asarray(batch["answers"]), G),
+                       group_size=G, reward_params=rm_params)
+    rewards, metrics, _ = jax.jit(scorer.score_device)(x)
     ref = _reference_scores(rm_params, rm_config, batch, tokens, mask)
     verdict = (tokens[:, 0] % 2 == 0).astype(np.float32)
     # Two float32 forward passes, then w·score + verdict (one more rounding, terms ≤ 1 + w·|s|).
@@ -131,14 +135,16 @@ def test_missing_reward_params_is_a_clear_error(setup, model_config, params):
     batch, rm_config, _, sc, _ = setup
     tx = optax.adam(1e-3)
     rl_step = step_lib.make_rl_step(model_config, sc, step_lib.RLConfig(num_prompts=P), tx,
-                                    _verifier, reward_model=scoring.RewardModel(rm_config))
+                                    scorer=scoring.token_scorer(
+                                        _verifier, reward_model=scoring.RewardModel(rm_config)))
     state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match="state.reward_params"):
         rl_step(state, jax.tree.map(jnp.asarray, batch))
 
 
 def test_split_path_adds_the_reward_model_to_host_rewards(setup, tok, model_config, params):
-    """make_host_rl_step: reward = host reward + w · reward-model score of each sequence."""
+    """The split step: reward = host reward + w · reward-model score of each sequence (the
+    reward model a device term after the seam)."""
     batch, rm_config, rm_params, sc, examples = setup
     tx = optax.adam(1e-3)
     rl = step_lib.RLConfig(num_prompts=P)
@@ -146,8 +152,13 @@ def test_split_path_adds_the_reward_model_to_host_rewards(setup, tok, model_conf
     def verify(text, example):  # A stand-in host verifier.
         return float(len(text) % 2 == 0)
 
-    step = step_lib.make_host_rl_step(model_config, sc, rl, tx, verify, tok,
-                                      reward_model=scoring.RewardModel(rm_config, weight=0.5))
+    setup = scoring.Setup(scoring.Verifier(verify=verify, answer_key=None), tokenizer=tok,
+                          reward_model=scoring.RewardModel(rm_config, weight=0.5),
+                          num_samples=G)
+    scorer = scoring.assemble(setup, {})
+    assert [(t.name, t.where) for t in scorer.terms] == [("verifier", "sample"),
+                                                        ("reward_model", "device")]
+    step = step_lib.make_split_step(Sampler(model_config, sc), scorer, rl, tx)
     state = create_train_state(jax.tree.map(jnp.copy, params), tx, jax.random.PRNGKey(2),
                                reward_params=jax.tree.map(jnp.copy, rm_params))  # Donated.
     _, metrics, samples = step(state, jax.tree.map(jnp.asarray, batch), examples)

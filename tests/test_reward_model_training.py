@@ -1,4 +1,4 @@
-"""The reward-model training pieces (`rlvr_jax.train.reward_model`): preference pairs labelled
+"""The reward-model training pieces (`rlvr_jax.train.bradley_terry`): preference pairs labelled
 by the task's own verifier, in the RL layout; the Bradley-Terry loss and accuracy."""
 import functools
 
@@ -9,7 +9,7 @@ import pytest
 from rlvr_jax import tasks
 from rlvr_jax.data import datasets
 from rlvr_jax.models import reward_model
-from rlvr_jax.train import reward_model as rm_train
+from rlvr_jax.train import bradley_terry as rm_train
 from tests import numerics
 
 TASK = tasks.get("arithmetic", ops=("add",), min_digits=1, max_digits=2, style="steps")

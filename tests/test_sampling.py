@@ -351,15 +351,15 @@ def test_vocab_limit_never_draws_ids_past_it(greedy):
     logits = rng.normal(size=(64, 32)).astype(np.float32)
     logits[:, 20:] += 5.0  # The padded ids would win almost every draw.
     sc = SamplingConfig(greedy=greedy, top_k=0, vocab_limit=20)
-    tokens, logp = jax.jit(sampling._sample, static_argnums=2)(
+    tokens, logp = jax.jit(sampling.sample_token, static_argnums=2)(
         jnp.asarray(logits), jax.random.PRNGKey(1), sc)
     assert (np.asarray(tokens) < 20).all() and np.isfinite(np.asarray(logp)).all()
     if greedy:
         np.testing.assert_array_equal(tokens, np.argmax(logits[:, :20], axis=-1))
     same = SamplingConfig(greedy=greedy, vocab_limit=32)  # At V: off.
     np.testing.assert_array_equal(
-        sampling._sample(jnp.asarray(logits), jax.random.PRNGKey(1), same)[0],
-        sampling._sample(jnp.asarray(logits), jax.random.PRNGKey(1),
+        sampling.sample_token(jnp.asarray(logits), jax.random.PRNGKey(1), same)[0],
+        sampling.sample_token(jnp.asarray(logits), jax.random.PRNGKey(1),
                          SamplingConfig(greedy=greedy))[0])
 
 

@@ -35,23 +35,40 @@ def _host_verify(text, example):
     return float(VERDICTS[int(text)])
 
 
+def _scorers(rl):
+    """The same verifier scored on device (its token verdicts) and on the host (a sample
+    term, since it has no token verdicts)."""
+    on_device = scoring.token_scorer(_token_verifier, rl=rl, max_new_tokens=N)
+    host_only = scoring.Verifier(verify=_host_verify, answer_key=lambda t: None)
+    on_host = scoring.assemble(scoring.Setup(host_only, rl=rl, max_new_tokens=N), {})
+    return on_device, on_host
+
+
 @pytest.mark.parametrize("overlong_buffer", [0, 4])
 def test_reward_correct_means_the_same_in_every_path(overlong_buffer):
     """reward/correct = the fraction of completions the verifier scores >= 1, on device,
     on the host and in evaluation (pass@1 of one sample each); rewards are shaped alike."""
     rl = RLConfig(num_prompts=4, overlong_buffer=overlong_buffer, overlong_penalty=1.0)
     rollout = _rollout()
-    on_device = jax.jit(functools.partial(scoring.score_on_device, verifier=_token_verifier,
-                                          rl=rl, max_new_tokens=N))
-    d_rewards, d_metrics = on_device(rollout, jnp.zeros((4,), jnp.int32))
+    on_device, on_host = _scorers(rl)
+    assert on_device.traceable and not on_host.traceable
+    x = scoring.Inputs(rollout, answers=jnp.zeros((B,), jnp.int32), group_size=2)
+    d_rewards, d_metrics, d_correct = jax.jit(on_device.score_device)(x)
+
+    class Tok:  # Row i decodes to "i" (its tokens all equal i).
+        def decode(self, ids, stop_at_eos=True):
+            return str(ids[0])
+    on_host.tokenizer = Tok()
+    host = on_host.score_host(rollout, [None] * 4, 2)
+    h_rewards, h_metrics, h_correct = on_host.score_device(x, host)
+    h_metrics.update(host.metrics)
     texts = [str(i) for i in range(B)]
-    h_rewards, h_metrics = scoring.score_on_host(rollout, texts, [None] * B, verify=_host_verify,
-                                                 rl=rl, max_new_tokens=N)
     data = evaluation.EvalData("t", [None] * B, _host_verify, answer_key=lambda t: None)
     eval_correct = evaluation.score([[t] for t in texts], data)["correct"]
 
     assert float(d_metrics["reward/correct"]) == float(h_metrics["reward/correct"]) == 3 / 8
     assert float(np.mean(eval_correct)) == 3 / 8
+    np.testing.assert_array_equal(np.asarray(d_correct), np.asarray(h_correct))
     assert set(d_metrics) == set(h_metrics) - {"reward/host_errors", "reward/host_timeouts"}
     assert float(h_metrics["reward/host_errors"]) == float(h_metrics["reward/host_timeouts"]) == 0
     np.testing.assert_array_equal(np.asarray(d_rewards), np.asarray(h_rewards))
@@ -62,21 +79,32 @@ def test_reward_correct_means_the_same_in_every_path(overlong_buffer):
         np.testing.assert_array_equal(np.asarray(d_rewards), VERDICTS)
 
 
-def test_shapers_run_in_order_and_merge_metrics():
+def test_terms_run_in_order_and_merge_metrics():
+    """Device terms run in the order given, each seeing the reward of the ones before."""
     rollout = _rollout()
 
-    def plus_one(r, ro):
+    def plus_one(r, x):
         return r + 1.0, {"reward/plus": jnp.ones(())}
 
-    def doubled(r, ro):
+    def doubled(r, x):
         return 2.0 * r, {"reward/doubled": jnp.ones(())}
 
-    rewards, metrics = scoring.shape(jnp.asarray(VERDICTS), rollout, (plus_one, doubled))
+    verifier = scoring.Verifier(verify=None, answer_key=None, token=_token_verifier)
+    terms = (scoring.Term("token", "device", lambda r, x: (r + x.verdicts, {})),
+             scoring.Term("plus", "device", plus_one), scoring.Term("doubled", "device", doubled))
+    scorer = scoring.Scorer(verifier, terms)
+    x = scoring.Inputs(rollout, answers=jnp.zeros((B,), jnp.int32))
+    rewards, metrics, _ = scorer.score_device(x)
     # r + 1 rounds once in float32 on both sides, the doubling is exact: equal.
     np.testing.assert_allclose(np.asarray(rewards), 2.0 * (VERDICTS + 1.0))
-    assert set(metrics) == {"reward/plus", "reward/doubled"}
-    assert scoring.rollout_shapers(RLConfig(num_prompts=1), N) == ()
-    assert len(scoring.rollout_shapers(RLConfig(num_prompts=1, overlong_buffer=2), N)) == 1
+    assert set(metrics) == {"reward/correct", "reward/plus", "reward/doubled"}
+    names = [t.name for t in scoring.token_scorer(_token_verifier).terms]
+    assert names == ["token"]
+    rl = RLConfig(num_prompts=1, overlong_buffer=2)
+    names = [t.name for t in scoring.token_scorer(_token_verifier, rl=rl, max_new_tokens=N).terms]
+    assert names == ["token", "overlong"]
+    with pytest.raises(ValueError, match="sample, host, then device"):
+        scoring.Scorer(verifier, terms[:1] + (scoring.Term("h", "host", plus_one),))
 
 
 def test_kl_in_reward_sequence_and_token_level():
@@ -95,13 +123,13 @@ def test_kl_in_reward_sequence_and_token_level():
 
 def test_the_verifier_is_chosen_from_the_config_and_the_task(tok):
     arithmetic, countdown = tasks.get("arithmetic"), tasks.get("countdown")
-    assert scoring.choose_verifier("auto", arithmetic, tok).on_device
-    assert scoring.choose_verifier("token", arithmetic, tok).on_device
+    assert scoring.choose_verifier("auto", arithmetic, tok).token is not None
+    assert scoring.choose_verifier("token", arithmetic, tok).token is not None
     host = scoring.choose_verifier("task", arithmetic, tok)
-    assert not host.on_device and host.verify == arithmetic.verify
-    assert not scoring.choose_verifier("auto", countdown, tok).on_device  # No token verifier.
+    assert host.token is None and host.verify == arithmetic.verify
+    assert scoring.choose_verifier("auto", countdown, tok).token is None  # No token verifier.
     math = scoring.choose_verifier("auto", None, tok)
-    assert not math.on_device and math.check_steps is None
+    assert math.token is None and math.check_steps is None
     ex = tasks.Example(prompt="1+1=", answer="2", solution="", task="", key="", split="test")
     assert math.verify("#### 2", ex) == 1.0 and math.answer_key("#### 2") == "2"
     with pytest.raises(ValueError, match="on-device verifier"):

@@ -12,7 +12,7 @@ import sys
 import jax
 import pytest
 
-from rlvr_jax.train import loop
+from rlvr_jax.train import loop, rl_config
 from rlvr_jax.train.config import arithmetic_config, default_config
 from rlvr_jax.train.logging import read_metrics
 
@@ -76,7 +76,7 @@ def test_bad_rl_value_is_a_clear_value_error(key, value, words):
     config = default_config()
     setattr(config.rl, key, value)
     with pytest.raises(ValueError) as err:
-        loop.rl_config_from(config)
+        rl_config.from_config(config)
     for word in words:
         assert word in str(err.value)
 

@@ -18,8 +18,10 @@ import pytest
 
 from rlvr_jax import sampling, scoring, tasks
 from rlvr_jax.data import datasets
+from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import objective
 from rlvr_jax.train import step as step_lib
+from rlvr_jax.train.sft import make_sft_step
 from rlvr_jax.train.state import create_train_state, make_optimizer
 
 from tests import numerics
@@ -412,7 +414,7 @@ def test_split_host_path_matches_one_program(tok, model_config, update_fns, para
 
 
 def test_host_rl_step_draws_the_one_program_keys(tok, model_config, params, prompts):
-    """`make_host_rl_step` (sample → host scoring → update) and `make_rl_step` share one rng
+    """`make_split_step` (sample → host scoring → update) and `make_rl_step` share one rng
     discipline (`step_keys`): same completions, same reward/correct, same carried rng."""
     sc = _sampling_config(tok)
     rl = step_lib.RLConfig(num_prompts=P, aggregation="token-mean")
@@ -425,8 +427,8 @@ def test_host_rl_step_draws_the_one_program_keys(tok, model_config, params, prom
     parity = {}  # The host twin of _parity_verifier, by completion text.
     for text, reward in zip(texts, _host_parity(rollout.tokens)):
         assert parity.setdefault(text, reward) == reward
-    host_step = step_lib.make_host_rl_step(model_config, sc, rl, TX,
-                                           lambda text, ex: parity[text], tok)
+    host_step = _split_step(model_config, sc, rl, tok,
+                            [scoring.Term("verifier", "sample", lambda text, ex: parity[text])])
     rl_step = step_lib.make_rl_step(model_config, sc, rl, TX, _parity_verifier)
 
     one, m_one = rl_step(_fresh_state(params, seed=7), batch)
@@ -437,6 +439,16 @@ def test_host_rl_step_draws_the_one_program_keys(tok, model_config, params, prom
     np.testing.assert_array_equal(np.asarray(host.rng), np.asarray(one.rng))
     _assert_grads_close(_grads(host), _grads(one), model_config)
     _assert_same_adam_step(host, one)
+
+
+def _split_step(model_config, sc, rl, tok, terms, verify=None, **pool):
+    """The split step of plain sampling and a scorer of the host sample `terms` (its
+    verifier: `verify`, else the first term's function)."""
+    verifier = scoring.Verifier(verify=verify or terms[0].fn, answer_key=None)
+    scorer = scoring.Scorer(verifier, terms, tokenizer=tok, **pool)
+    step = step_lib.make_split_step(Sampler(model_config, sc), scorer, rl, TX)
+    step.scorer = scorer
+    return step
 
 
 def _text_length_parity(text, example):
@@ -456,13 +468,14 @@ def test_host_rl_step_with_weighted_components_in_a_pool(tok, model_config, para
     pb, pmask = prompts
     batch = {"prompt_tokens": jnp.asarray(pb.tokens), "prompt_mask": jnp.asarray(pmask),
              "answers": jnp.asarray(pb.answers)}
-    reward = components.HostReward([("parity", _text_length_parity, 1.0),
-                                    ("format", components.format_component, 0.5)],
-                                   correct="parity")
-    with scoring.HostScorer(reward, num_workers=2, timeout_s=30.0,
-                            names=("parity", "format", "correct")) as scorer:
-        step = step_lib.make_host_rl_step(model_config, sc, rl, TX, scorer, tok)
+    terms = [scoring.Term(name, "sample", fn, weight) for name, fn, weight in (
+        ("parity", _text_length_parity, 1.0), ("format", components.format_component, 0.5))]
+    step = _split_step(model_config, sc, rl, tok, terms, verify=_text_length_parity,
+                       num_workers=2, timeout_s=30.0)
+    try:
         state, metrics, samples = step(_fresh_state(params, seed=7), batch, pb.examples)
+    finally:
+        step.scorer.close()
     texts = scoring.decode_completions(tok, samples["tokens"], samples["mask"])
     parity = np.array([_text_length_parity(t, None) for t in texts], np.float32)
     np.testing.assert_array_equal(np.asarray(samples["rewards"]), parity)  # format: 0.
@@ -484,7 +497,7 @@ def test_sft_step_lowers_the_nll(tok, model_config, params, prompts):
              "loss_mask": jnp.asarray(np.concatenate([np.zeros_like(pmask),
                                                       comp_mask.astype(np.int32)], 1))}
     tx = make_optimizer(learning_rate=3e-3, max_grad_norm=1.0)
-    sft_step = step_lib.make_sft_step(model_config, tx)
+    sft_step = make_sft_step(model_config, tx)
     state = _fresh_state(params, tx)
     losses = []
     for _ in range(8):

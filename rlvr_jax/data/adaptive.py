@@ -224,6 +224,9 @@ class MixtureTask(task_base.Task):
     def reasoning_steps(self, completion, example):
         return self._of(example).reasoning_steps(completion, example)
 
+    def step_scores(self, completion, example):
+        return self._of(example).step_scores(completion, example)
+
     def answer_key(self, completion):
         first = next(iter(self.components.values()))
         return first.answer_key(completion) if self._same else super().answer_key(completion)

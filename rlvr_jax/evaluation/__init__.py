@@ -21,7 +21,6 @@ from rlvr_jax.evaluation.metrics import (best_at_k, bootstrap_ci, cot_pass_at_k,
 _LAZY = {
     "EvalData": "data", "task_data": "data", "jsonl_data": "data",
     "encode_prompts": "decoding", "generate_texts": "decoding",
-    "decode_completions": "decoding",
     "score": "report", "per_prompt_metrics": "report", "summarize": "report",
     "write_samples": "report",
     "Evaluator": "periodic",

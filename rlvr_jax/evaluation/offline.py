@@ -69,7 +69,7 @@ def evaluate_policy(params, model_config, tokenizer, data: EvalData, *, num_samp
                     apply_chat_template: bool = False, seed: int = 0,
                     num_resamples: int = 2000, confidence: float = 0.95,
                     samples_out: str = "", env=None, tools=None,
-                    cache_window: Optional[int] = None) -> Dict:
+                    cache_window: Optional[int] = None, sampler=None) -> Dict:
     """The whole evaluation; returns the JSON-ready report.
 
     Greedy decoding gives `greedy_pass@1` (and `greedy_cot_pass@1`); `num_samples` > 0
@@ -77,14 +77,15 @@ def evaluate_policy(params, model_config, tokenizer, data: EvalData, *, num_samp
     (default 1 and N) and mean@N. Each metric is `{"value", "ci_low", "ci_high"}`.
     env: a multi-turn environment: the prompts are played as episodes with it (the
     examples' integer answers reach `env.reset`; a host environment plays with `tools` and
-    the examples) and the model's tokens are scored. cache_window: the sampler's
+    the examples) and the model's tokens are scored; or `sampler`, a
+    `rlvr_jax.sampler.Sampler` of that kind. cache_window: the sampler's
     `SamplingConfig.cache_window` (None: automatic).
     """
     tokens, mask = encode_prompts(data.examples, tokenizer, apply_chat_template=apply_chat_template)
     rng = jax.random.PRNGKey(seed)
     common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, env=env,
                   answers=[ex.answer_value or 0 for ex in data.examples], tools=tools,
-                  examples=data.examples, cache_window=cache_window)
+                  examples=data.examples, cache_window=cache_window, sampler=sampler)
     ci = dict(num_resamples=num_resamples, confidence=confidence, seed=seed)
     out = {"data": data.name, "num_prompts": len(data.examples), "num_samples": num_samples,
            "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,

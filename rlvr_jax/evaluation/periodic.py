@@ -23,16 +23,18 @@ class Evaluator:
       max_new_tokens: completion budget.
       batch_size: prompts per compiled call (E must be a multiple of it; the caller pads).
       k: > 1 adds sampled pass@k, mean@k, maj@k and CoT-pass@k at `temperature`.
-      env: a multi-turn environment: the prompts are played as episodes and the model's own
-        tokens scored (the examples' integer answers reach `env.reset`); tools: a host
-        environment's `multiturn.HostTools`.
-      cache_window: the sampler's `SamplingConfig.cache_window` (None: automatic).
+      sampler: the run's `rlvr_jax.sampler.Sampler` (its rollout kind: plain, or episodes
+        with its environment, the examples' integer answers reaching `env.reset`; the
+        model's own tokens are scored); or env, tools: a multi-turn environment (and a host
+        one's `multiturn.HostTools`) to make one; neither: plain sampling.
+      cache_window: the sampler's `SamplingConfig.cache_window` (None: automatic; a
+        `sampler` keeps its own).
     """
 
     def __init__(self, model_config: ModelConfig, tokenizer, prompt_tokens, prompt_mask,
                  data: EvalData, *, max_new_tokens: int, batch_size: int, k: int = 1,
                  temperature: float = 1.0, env=None, tools=None,
-                 cache_window: Optional[int] = None):
+                 cache_window: Optional[int] = None, sampler=None):
         if len(data.examples) != len(prompt_tokens) or len(data.examples) % batch_size:
             raise ValueError(f"{len(data.examples)} eval prompts must be a multiple of the "
                              f"eval batch size {batch_size}")
@@ -40,18 +42,33 @@ class Evaluator:
         self.prompt_tokens, self.prompt_mask = np.asarray(prompt_tokens), np.asarray(prompt_mask)
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
         self.k, self.temperature, self.env, self.tools = k, temperature, env, tools
-        self.cache_window = cache_window
+        self.sampler = sampler
+        self.cache_window = cache_window if sampler is None else \
+            sampler.sampling_config.cache_window
         self.answers = np.array([ex.answer_value or 0 for ex in data.examples], np.int32)
 
-    def _scores(self, params, rng, *, num_samples: int, greedy: bool):
+    def _scores(self, params, rng, *, num_samples: int, greedy: bool,
+                temperature: Optional[float] = None, batch_size: Optional[int] = None):
         texts = generate_texts(params, self.model_config, self.tokenizer, self.prompt_tokens,
                                self.prompt_mask, rng, num_samples=num_samples, greedy=greedy,
-                               temperature=1.0 if greedy else self.temperature,
-                               max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
-                               buckets=None, env=self.env, answers=self.answers,
-                               tools=self.tools, examples=self.data.examples,
-                               cache_window=self.cache_window)
+                               temperature=1.0 if greedy else (temperature or self.temperature),
+                               max_new_tokens=self.max_new_tokens,
+                               batch_size=batch_size or self.batch_size, buckets=None,
+                               env=self.env, answers=self.answers, tools=self.tools,
+                               examples=self.data.examples, cache_window=self.cache_window,
+                               sampler=self.sampler)
         return report.score(texts, self.data)
+
+    def sampled(self, params, rng, *, num_samples: int, ks, temperature: float,
+                batch_size: Optional[int] = None) -> Dict[str, float]:
+        """The means over the held-out prompts of pass@k, maj@k, CoT-pass@k (each k in
+        `ks`) and mean@n from `num_samples` samples per prompt at `temperature`
+        (`report.per_prompt_metrics`), `batch_size` prompts per call (default the
+        evaluator's)."""
+        scores = self._scores(params, rng, num_samples=num_samples, greedy=False,
+                              temperature=temperature, batch_size=batch_size)
+        per_prompt = report.per_prompt_metrics(scores, ks=ks)
+        return {k: float(np.mean(v)) for k, v in per_prompt.items()}
 
     def __call__(self, params, rng) -> Dict[str, float]:
         """Metrics named `eval/...` (floats): greedy pass@1 with its 95% bootstrap interval

@@ -28,7 +28,6 @@ import jax
 import numpy as np
 
 from rlvr_jax import models
-from rlvr_jax.evaluation import decoding, report
 from rlvr_jax.lab.spec import EvalSpec, Finding
 from rlvr_jax.train import build, loop
 from rlvr_jax.train import workdir as workdir_lib
@@ -121,16 +120,12 @@ def warmup_params(r, work: str, log: Callable[[str], None] = print):
 def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
     """pass@k and maj@k (k in spec.ks), CoT-pass@k (answer and every worked step right; tasks
     with step checks) and mean@n, averaged over the held-out prompts, from `spec.num_samples`
-    samples per prompt (unbiased pass@k estimator); the sampling keys depend on the seed
-    only, so every arm of a seed is scored on the same draws."""
-    ev = r.evaluator
-    texts = decoding.generate_texts(
-        params, r.model_config, r.tokenizer, ev.prompt_tokens, ev.prompt_mask,
-        jax.random.fold_in(jax.random.PRNGKey(seed), 424242), num_samples=spec.num_samples,
-        greedy=False, temperature=spec.temperature, max_new_tokens=ev.max_new_tokens,
-        batch_size=spec.batch_size, buckets=None)
-    per_prompt = report.per_prompt_metrics(report.score(texts, ev.data), ks=spec.ks)
-    return {k: float(np.mean(v)) for k, v in per_prompt.items()}
+    samples per prompt (unbiased pass@k estimator; the run's own evaluator and sampler); the
+    sampling keys depend on the seed only, so every arm of a seed is scored on the same
+    draws."""
+    return r.evaluator.sampled(params, jax.random.fold_in(jax.random.PRNGKey(seed), 424242),
+                               num_samples=spec.num_samples, ks=spec.ks,
+                               temperature=spec.temperature, batch_size=spec.batch_size)
 
 
 def _rl_rows(run_dir: str) -> list:
@@ -223,7 +218,7 @@ def _train_pair(finding: Finding, arm: str, seed: int, work: str, pair_dir: str,
         r.samples.close()
     else:
         log(f"  {arm} seed {seed}: {config.rl.steps} RL steps")
-        state = loop.reinforce(r, params, {"after_warmup": {"eval/pass@1": float("nan")}})
+        state = loop.reinforce(r, params)
         r.writer.close()
         r.samples.close()
         metrics = evaluate(r, state.params, finding.eval, seed)

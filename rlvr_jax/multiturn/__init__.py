@@ -13,9 +13,10 @@ On the host, between compiled segments (a `HostEnv`: Python tools, a sandbox, a 
     rollout, episodes = multiturn.play_on_host(..., env=host_env,
                                                tools=multiturn.HostTools(host_env, tokenizer))
 
-`make_rl_step(..., env=env)` trains on device episodes in one program, `make_host_rl_step(...,
-env=host_env)` on host episodes: observations are attended to but get no gradient and no
-KL; rewards are scored on the model's tokens only.
+A `rlvr_jax.sampler.Sampler(..., env=env)` draws either kind for the RL step (device
+episodes in one program, host episodes split at one seam), the evaluator and the warm-up:
+observations are attended to but get no gradient and no KL; rewards are scored on the
+model's tokens only.
 """
 from rlvr_jax.multiturn.calculator import Calculator, evaluate_call
 from rlvr_jax.multiturn.env import DeviceEnv, EnvStep
@@ -25,7 +26,7 @@ from rlvr_jax.multiturn.rollout import (Episodes, advance, generate_episodes,
                                         jit_generate_episodes, replay_model_mask,
                                         sample_episodes, trace_model_mask)
 from rlvr_jax.multiturn.tools import (GuessNumber, HostCalculator, LookupTool, PythonTool,
-                                      call_body, guess_reply)
+                                      call_body)
 
 ENVS = {"calculator": Calculator, "calculator_host": HostCalculator, "python": PythonTool,
         "lookup": LookupTool, "guess_number": GuessNumber}
@@ -57,5 +58,5 @@ def build_env(name: str, tokenizer, *, max_turns: int, max_turn_tokens: int,
 __all__ = ["Calculator", "DeviceEnv", "ENVS", "EnvStep", "Episodes", "GuessNumber",
            "HostCalculator", "HostEnv", "HostReply", "HostTools", "LookupTool", "PythonTool",
            "advance", "build_env", "call_body", "episode_metrics", "evaluate_call",
-           "generate_episodes", "guess_reply", "jit_generate_episodes", "play_on_host",
+           "generate_episodes", "jit_generate_episodes", "play_on_host",
            "replay_model_mask", "sample_episodes", "trace_model_mask"]

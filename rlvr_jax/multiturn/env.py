@@ -18,7 +18,7 @@ whose `step` is a pure JAX function runs inside the sampler's `lax.while_loop`.
     env = Echo(call_end_ids=(98,), max_turns=3, max_turn_tokens=16, max_obs_tokens=4)
 """
 import dataclasses
-from typing import Any, Tuple
+from typing import Any, ClassVar, Tuple
 
 import flax.struct
 import jax
@@ -57,6 +57,7 @@ class DeviceEnv:
 
     Subclasses implement `step` (and `reset` when they keep per-row state).
     """
+    on_host: ClassVar[bool] = False  # Read once, by `rlvr_jax.sampler.Sampler`.
     call_end_ids: Tuple[int, ...] = ()
     max_turns: int = 2
     max_turn_tokens: int = 16

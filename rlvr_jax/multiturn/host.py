@@ -69,6 +69,10 @@ class HostEnv(DeviceEnv):
         """Answers one call: `turn_text` is the model's turn (close tag included)."""
         raise NotImplementedError
 
+    def step(self, state, turn, turn_len):
+        raise ValueError(f"{type(self).__name__} runs on the host: use multiturn.play_on_host "
+                         "(or a rlvr_jax.sampler.Sampler)")
+
 
 class HostTools:
     """Runs a `HostEnv`'s calls for a batch of episodes: `num_workers` calls at a time, each
@@ -166,8 +170,10 @@ def _answer_pending(state, out: EnvStep, *, env: HostEnv):
     return state[:4] + (answer(env, turns, turns.pending, turns.env, out),) + state[5:]
 
 
-_begin = jax.jit(begin, static_argnames=("model_config", "sampling_config", "env"))
-_decode = jax.jit(decode, static_argnames=("model_config", "sampling_config", "env"))
+_begin = jax.jit(functools.partial(begin, host=True),
+                 static_argnames=("model_config", "sampling_config", "env"))
+_decode = jax.jit(functools.partial(decode, host=True),
+                  static_argnames=("model_config", "sampling_config", "env"))
 _finish = jax.jit(finish)
 
 

@@ -104,12 +104,13 @@ def _call_env(env: DeviceEnv, s: TurnState, ask):
 
 
 def advance(env: DeviceEnv, stop_ids: Tuple[int, ...], pad_id: int, s: TurnState,
-            proposed: jax.Array) -> Tuple[TurnState, jax.Array, jax.Array, jax.Array]:
+            proposed: jax.Array, *, host: bool = False
+            ) -> Tuple[TurnState, jax.Array, jax.Array, jax.Array]:
     """One column of every episode: the model's proposed token or the next observation token.
 
     A turn that ends with a call is answered at once by an on-device `env.step` (`answer`);
-    for a host environment (`env.on_host`) the row is marked `pending` instead and the
-    caller answers it (`multiturn.host`) before the next column.
+    with `host` (a host environment's loop, `multiturn.play_on_host`) the row is marked
+    `pending` instead and the caller answers it before the next column.
 
     Args:
       s: the rows' state before this column.
@@ -142,7 +143,7 @@ def advance(env: DeviceEnv, stop_ids: Tuple[int, ...], pad_id: int, s: TurnState
                   obs_pos=obs_pos, in_obs=in_obs & (obs_pos < s.obs_len),
                   done=s.done | stop | full | last_turn, cut=s.cut | full,
                   stats=s.stats.replace(turns=turns))
-    if getattr(env, "on_host", False):
+    if host:
         return s.replace(pending=ask), token, is_model, live, turn_id
     env_state, out = _call_env(env, s, ask)
     return answer(env, s, ask, env_state, out), token, is_model, live, turn_id
@@ -189,22 +190,23 @@ def _start(params, prompt_tokens, prompt_mask, answers, *, model_config: ModelCo
             init_turns(env, env_state, rows[0].shape[0]))
 
 
-def _column(t, logits, key, turns, buffers, *, sampling_config, env):
+def _column(t, logits, key, turns, buffers, *, sampling_config, env, host=False):
     """Samples a token for every row, `advance`s, writes column t of the [B, N] buffers
     (tokens, log-probs, mask, loss mask, turn ids)."""
     sc = sampling_config
-    proposed, logp = sampling._sample(logits, key, sc)
+    proposed, logp = sampling.sample_token(logits, key, sc)
     turns, tok, is_model, live, turn_id = advance(env, sc.stop_token_ids, sc.pad_id, turns,
-                                                  proposed)
+                                                  proposed, host=host)
     buffers = _write(buffers, t, (tok, jnp.where(is_model, logp, 0.0), live, is_model,
                                   jnp.where(live, turn_id, -1)))
     return turns, tok, live, buffers
 
 
 def begin(params, prompt_tokens, prompt_mask, answers, rng, *, model_config: ModelConfig,
-          sampling_config: sampling.SamplingConfig, env: DeviceEnv):
+          sampling_config: sampling.SamplingConfig, env: DeviceEnv, host: bool = False):
     """(prepared params, step key, loop state) after the prefill and column 0; the loop
-    state is (t, cache, token fed next [B], live [B], TurnState, buffers)."""
+    state is (t, cache, token fed next [B], live [B], TurnState, buffers). host: the
+    environment answers between segments (`advance`)."""
     sc, n = sampling_config, sampling_config.max_new_tokens
     prepared, cache, first_logits, prompts, turns = _start(
         params, prompt_tokens, prompt_mask, answers, model_config=model_config,
@@ -215,14 +217,15 @@ def begin(params, prompt_tokens, prompt_mask, answers, rng, *, model_config: Mod
                jnp.zeros((b, n), jnp.int32), jnp.zeros((b, n), jnp.int32),
                jnp.full((b, n), -1, jnp.int32), prompts[0], prompts[1])
     turns, tok, live, buffers = _column(0, first_logits, rngs[0], turns, buffers,
-                                        sampling_config=sc, env=env)
+                                        sampling_config=sc, env=env, host=host)
     return prepared, rngs[1], (jnp.ones((), jnp.int32), cache, tok, live, turns, buffers)
 
 
 def decode(prepared, step_key, state, *, model_config: ModelConfig,
-           sampling_config: sampling.SamplingConfig, env: DeviceEnv):
+           sampling_config: sampling.SamplingConfig, env: DeviceEnv, host: bool = False):
     """Runs the decode loop from `state` until every episode is over, the N columns are
-    written, or (host environments) some row waits for an answer; returns the loop state."""
+    written, or (`host`: a host environment) some row waits for an answer; returns the loop
+    state."""
     mc, sc = model_config, sampling_config
 
     def body(state):  # Step t feeds column t - 1 (cache slot Tp + t - 1), writes column t.
@@ -231,7 +234,8 @@ def decode(prepared, step_key, state, *, model_config: ModelConfig,
         logits, cache = decoding.forward(prep, tok[:, None], config=mc, cache=cache,
                                          attention_mask=live[:, None].astype(jnp.int32))
         turns, tok, live, buffers = _column(t, logits[:, 0], jax.random.fold_in(step_key, t),
-                                            turns, buffers, sampling_config=sc, env=env)
+                                            turns, buffers, sampling_config=sc, env=env,
+                                            host=host)
         return t + 1, cache, tok, live, turns, buffers
 
     def cond(state):
@@ -273,9 +277,7 @@ def generate_episodes(params, prompt_tokens: jax.Array, prompt_mask: jax.Array,
       `turn_ids` (`finished`: the episode ended by a stop token, the environment or a call
       in its last turn, not by a full turn or the column budget); Episodes).
     """
-    sampling._check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
-    if getattr(env, "on_host", False):
-        raise ValueError(f"{type(env).__name__} runs on the host: use multiturn.play_on_host")
+    sampling.check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
     kw = dict(model_config=model_config, sampling_config=sampling_config, env=env)
     prepared, step_key, state = begin(params, prompt_tokens, prompt_mask, answers, rng, **kw)
     return finish(decode(prepared, step_key, state, **kw))

@@ -7,11 +7,11 @@ text after the last open tag (``[``).
 import dataclasses
 import json
 import os
-import re
-from typing import Any, Tuple
+from typing import Any
 
 from rlvr_jax.multiturn.calculator import evaluate_call
 from rlvr_jax.multiturn.host import HostEnv, HostReply
+from rlvr_jax.tasks.guess_number import guess_reply
 
 
 def call_body(turn_text: str, open_tag: str = "[", close_tag: str = "]") -> str:
@@ -96,24 +96,6 @@ def _corpus(path: str) -> dict:
     return _CORPORA[path]
 
 
-_GUESS = re.compile(r"\d{1,3}")
-
-
-def guess_reply(lo: int, hi: int, target: int, guess_text: str) -> Tuple[str, int, int, bool]:
-    """The game's answer to one guess: (observation text, new lo, new hi, error).
-
-    ``" yes"`` when the guess is the target; else ``" up 17-32"`` / ``" down 1-15"`` with the
-    interval still possible; ``" ?"`` (an error) when the body is not a number."""
-    if not _GUESS.fullmatch(guess_text.strip()):
-        return " ?", lo, hi, True
-    k = int(guess_text.strip())
-    if k == target:
-        return " yes", k, k, False
-    if k < target:
-        lo = max(lo, k + 1)
-        return f" up {lo}-{hi}", lo, hi, False
-    hi = min(hi, k - 1)
-    return f" down {lo}-{hi}", lo, hi, False
 
 
 @dataclasses.dataclass(frozen=True)

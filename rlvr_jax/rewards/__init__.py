@@ -9,10 +9,10 @@ runs at exit; the next code reward starts a new one).
 from rlvr_jax.rewards._sandbox import close_sandboxes
 from rlvr_jax.rewards.code import (SandboxConfig, SandboxResult, code_reward, code_rewards,
                                    extract_code, run_tests, run_tests_batch)
-from rlvr_jax.rewards.combine import CombinedReward, RewardTerm, combine_components, reward_metrics
-from rlvr_jax.rewards.consensus import majority_vote_from_completions, majority_vote_rewards
+from rlvr_jax.rewards.combine import CombinedReward, RewardTerm
+from rlvr_jax.rewards.consensus import majority_vote_rewards
 from rlvr_jax.rewards.format import extract_tag, format_reward
-from rlvr_jax.rewards.length import overlong_penalty, overlong_penalty_jnp, overlong_penalty_np
+from rlvr_jax.rewards.length import overlong_penalty, overlong_penalty_jnp
 from rlvr_jax.rewards.math import (answers_equivalent, extract_answer, extract_boxed,
                                    get_math_verifier, math_reward, math_verify_available,
                                    math_verify_reward, normalize_answer)
@@ -22,10 +22,9 @@ from rlvr_jax.rewards.pool import RewardPool
 __all__ = [
     "SandboxConfig", "SandboxResult", "close_sandboxes", "code_reward", "code_rewards",
     "extract_code", "run_tests", "run_tests_batch",
-    "CombinedReward", "RewardTerm", "combine_components", "reward_metrics",
-    "majority_vote_from_completions", "majority_vote_rewards",
+    "CombinedReward", "RewardTerm", "majority_vote_rewards",
     "extract_tag", "format_reward",
-    "overlong_penalty", "overlong_penalty_jnp", "overlong_penalty_np",
+    "overlong_penalty", "overlong_penalty_jnp",
     "answers_equivalent", "extract_answer", "extract_boxed", "get_math_verifier", "math_reward",
     "math_verify_available", "math_verify_reward", "normalize_answer",
     "noise_corrected_reward", "RewardPool",

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping, Sequence
-
-import numpy as np
+from typing import Callable, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,30 +37,3 @@ class CombinedReward:
         out = {t.name: float(t.fn(completion, reference)) for t in self.terms}
         out["reward"] = float(sum(t.weight * out[t.name] for t in self.terms))
         return out
-
-
-def combine_components(components: Mapping[str, np.ndarray], weights: Mapping[str, float]
-                       ) -> tuple[np.ndarray, dict]:
-    """Weighted sum of component arrays ``[B]`` (numpy or jax) → ``(total [B], metrics)``.
-
-    Every component in ``weights`` must be present (extra components are only reported).
-    Metrics: ``reward/<name>/mean`` for each component and ``reward/total/mean``.
-    """
-    missing = [k for k in weights if k not in components]
-    if missing:
-        raise ValueError(f"components missing for weights {missing}; have {sorted(components)}")
-    if not weights:
-        raise ValueError("weights is empty")
-    shapes = {k: tuple(np.shape(v)) for k, v in components.items()}
-    if len(set(shapes.values())) != 1:
-        raise ValueError(f"components have different shapes: {shapes}")
-    total = sum(weights[k] * components[k] for k in weights)
-    metrics = reward_metrics(total, components)
-    return total, metrics
-
-
-def reward_metrics(total, components: Mapping[str, np.ndarray]) -> dict:
-    """Flat scalar metrics: mean of the total and of each component."""
-    metrics = {f"reward/{k}/mean": float(np.mean(np.asarray(v))) for k, v in components.items()}
-    metrics["reward/total/mean"] = float(np.mean(np.asarray(total)))
-    return metrics

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from rlvr_jax.rewards.math import answers_equivalent, extract_answer
+from rlvr_jax.rewards.math import answers_equivalent
 
 
 def majority_vote_rewards(answers: Sequence[Sequence[str | None]], *,
@@ -65,10 +65,3 @@ def majority_vote_rewards(answers: Sequence[Sequence[str | None]], *,
         majority.append(group[best[0]])
         rewards[p, best] = 1.0
     return rewards, {"majority": majority, "share": share, "has_label": has_label}
-
-
-def majority_vote_from_completions(completions: Sequence[Sequence[str]], *,
-                                   min_share: float = 0.0) -> tuple[np.ndarray, dict]:
-    """:func:`majority_vote_rewards` on the final answers extracted from ``[P][G]`` completions."""
-    answers = [[extract_answer(c) for c in group] for group in completions]
-    return majority_vote_rewards(answers, min_share=min_share)

@@ -8,8 +8,6 @@ added to the task reward. ``L`` is the number of response tokens.
 """
 from __future__ import annotations
 
-import numpy as np
-
 
 def _check(max_length, buffer_length):
     if max_length <= 0:
@@ -40,13 +38,3 @@ def overlong_penalty_jnp(lengths, *, max_length: int, buffer_length: int):
     start = float(max_length - buffer_length)
     ramp = (start - lengths) / float(buffer_length)
     return jnp.clip(ramp, -1.0, 0.0).astype(jnp.float32)
-
-
-def overlong_penalty_np(lengths, *, max_length: int, buffer_length: int) -> np.ndarray:
-    """NumPy version of :func:`overlong_penalty_jnp` for host arrays ``[B]``."""
-    _check(max_length, buffer_length)
-    lengths = np.asarray(lengths, np.float64)
-    if (lengths < 0).any():
-        raise ValueError("lengths must be >= 0")
-    start = float(max_length - buffer_length)
-    return np.clip((start - lengths) / float(buffer_length), -1.0, 0.0).astype(np.float32)

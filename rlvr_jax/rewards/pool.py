@@ -51,7 +51,7 @@ def _worker_main(conn, fn, preload):
                 conn.send((idx, "error", f"result not picklable: {type(e).__name__}"))
 
 
-def _split_output(out) -> tuple[float, dict]:
+def split_output(out) -> tuple[float, dict]:
     """A verifier returns a float, ``(float, {name: float})`` or ``{"reward": float, name: float}``."""
     if isinstance(out, dict):
         if "reward" not in out:
@@ -240,7 +240,7 @@ class RewardPool:
             self._count(idx, "errors", out)
             return
         try:
-            value, parts = _split_output(out)
+            value, parts = split_output(out)
         except (TypeError, ValueError, AttributeError, IndexError) as e:
             self._count(idx, "errors", f"bad verifier output: {e}")
             return

@@ -22,8 +22,8 @@ import numpy as np
 
 def _split(out) -> Tuple[float, Dict[str, float]]:
     """(reward, components) of a verifier's output (the `RewardPool` convention)."""
-    from rlvr_jax.rewards.pool import _split_output
-    return _split_output(out)
+    from rlvr_jax.rewards.pool import split_output  # Lazily: the pool is host-only.
+    return split_output(out)
 
 
 class HostScorer:

@@ -16,12 +16,11 @@
   Self-certainty as KL(U‖π) over the full vocabulary (Zhao et al. 2025, "Learning to Reason
   without External Rewards") needs the logits and is not offered.
 
-Both are shapers bound per step on the host (`label_free_shapers`), added to the verdicts
-before the other shapers (over several processes every process votes on all the texts, and
+Both are host terms (`majority_term`, `self_certainty_term`; `scoring.terms`), added to the
+verifier's reward before the device terms (over several processes every process votes on all the texts, and
 the answer spans are found row-shared, `distributed.my_rows`); the verifier still decides
 `reward/correct` (the true accuracy, where the data has answers).
 """
-import functools
 import operator
 from typing import Callable, Dict, Sequence, Tuple
 
@@ -91,29 +90,37 @@ def self_certainty(logprobs, span) -> jax.Array:
     return jnp.where(n > 0, jnp.exp(mean), 0.0)
 
 
-def add_term(rewards: jax.Array, rollout, *, name: str, scores, weight: float,
-             metrics: Metrics) -> Tuple[jax.Array, Metrics]:
-    """The shaper `rewards + weight · scores`, logging `reward/<name>` and `metrics`."""
-    del rollout
+def _added(rewards, scores, metrics: Metrics, *, name: str, weight: float):
+    """`rewards + weight · scores`, logging `reward/<name>` and `metrics`."""
     scores = jnp.asarray(scores, jnp.float32)
     out = {f"reward/{name}": jnp.mean(scores)}
     out.update({k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()})
     return rewards + weight * scores, out
 
 
-def label_free_shapers(terms: Sequence[Tuple[str, float]], texts: Sequence[str], rollout, *,
-                       answer_key: Callable, tokenizer, num_samples: int) -> tuple:
-    """The shapers adding each label-free term (name, weight) of this rollout's texts."""
-    shapers = []
-    for name, weight in terms:
-        if name == "majority":
-            scores, metrics = majority(texts, answer_key, num_samples)
-        elif name == "self_certainty":
-            span = answer_span_mask(texts, rollout.tokens, rollout.mask, tokenizer)
-            logprobs = distributed.to_host(rollout.logprobs)  # Batch-sharded over processes.
-            scores, metrics = self_certainty(logprobs, span), {}
-        else:
-            raise ValueError(f"unknown label-free component {name!r}")
-        shapers.append(functools.partial(add_term, name=name, scores=scores, weight=weight,
-                                         metrics=metrics))
-    return tuple(shapers)
+def majority_term(setup, weight):
+    """The host term adding weight · `majority` of the group's answers (`verifier.answer_key`);
+    None when `reward.components` does not list it."""
+    if weight is None:
+        return None
+    answer_key = setup.verifier.answer_key
+
+    def fn(rewards, x):  # Groups of G = x.group_size consecutive rows.
+        scores, metrics = majority(x.texts, answer_key, x.group_size)
+        return _added(rewards, scores, metrics, name="majority", weight=weight)
+    return fn
+
+
+def self_certainty_term(setup, weight):
+    """The host term adding weight · `self_certainty` of each answer span; None when
+    `reward.components` does not list it."""
+    if weight is None:
+        return None
+    tokenizer = setup.tokenizer
+
+    def fn(rewards, x):
+        span = answer_span_mask(x.texts, x.rollout.tokens, x.rollout.mask, tokenizer)
+        logprobs = distributed.to_host(x.rollout.logprobs)  # Batch-sharded over processes.
+        return _added(rewards, self_certainty(logprobs, span), {}, name="self_certainty",
+                      weight=weight)
+    return fn

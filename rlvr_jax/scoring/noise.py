@@ -1,4 +1,4 @@
-"""A noisy verifier, and its backward correction, as reward shapers (both paths, jittable).
+"""A noisy verifier, and its backward correction, as device reward terms (jittable).
 
     config.reward.noise_fn_rate = 0.2     # p1: a correct completion scores 0 (false negative)
     config.reward.noise_fp_rate = 0.1     # p0: a wrong completion scores 1 (false positive)
@@ -6,7 +6,7 @@
     config.reward.correction_fn_rate = 0.2   # backward correction with these rates (0, 0: off)
     config.reward.correction_fp_rate = 0.1
 
-`noisy` wraps the verifier's verdict: with c = 1[r ≥ 1] (the correctness of
+`noisy` (the `noise` term, `scoring.terms`) wraps the reward of the terms before it: with c = 1[r ≥ 1] (the correctness of
 `scoring.is_correct`) and u ~ U[0, 1) per completion,
 
     r̂ = r − c·1[u < p1] + (1 − c)·1[u < p0]
@@ -23,7 +23,7 @@ path, in a rerun, and after a resume; different rollouts get independent draws.
 
 `backward_corrected` is `rewards.noise_corrected_reward` (r̂ − ρ1) / (1 − ρ0 − ρ1), unbiased
 for the true binary reward when the verifier's false-negative rate is ρ0 and false-positive
-rate ρ1 (rewards/noise.py). It runs after `noisy` when both are configured.
+rate ρ1 (rewards/noise.py): the `correction` term, after `noise` when both are configured.
 """
 import functools
 from typing import Dict, Tuple
@@ -50,12 +50,12 @@ def rollout_key(seed: int, rollout) -> jax.Array:
     return jax.random.fold_in(key, fold(rollout.tokens))
 
 
-def noisy(rewards: jax.Array, rollout, *, fn_rate: float, fp_rate: float, seed: int
+def noisy(rewards: jax.Array, x, *, fn_rate: float, fp_rate: float, seed: int
           ) -> Tuple[jax.Array, Metrics]:
     """(r̂ [B], metrics): rewards [B] with injected false negatives (rate `fn_rate`, p1)
-    and false positives (rate `fp_rate`, p0); see the module docstring."""
+    and false positives (rate `fp_rate`, p0); see the module docstring. x: `terms.Inputs`."""
     r = jnp.asarray(rewards, jnp.float32)
-    u = jax.random.uniform(rollout_key(seed, rollout), r.shape)
+    u = jax.random.uniform(rollout_key(seed, x.rollout), r.shape)
     correct = r >= 1.0
     false_neg = correct & (u < fn_rate)
     false_pos = ~correct & (u < fp_rate)
@@ -65,10 +65,10 @@ def noisy(rewards: jax.Array, rollout, *, fn_rate: float, fp_rate: float, seed: 
                  "reward/noise_flip_fraction": (n_neg + n_pos) / r.shape[0]}
 
 
-def backward_corrected(rewards: jax.Array, rollout, *, fn_rate: float, fp_rate: float
+def backward_corrected(rewards: jax.Array, x, *, fn_rate: float, fp_rate: float
                        ) -> Tuple[jax.Array, Metrics]:
     """(r̃ [B], metrics): `rewards.noise_corrected_reward` of the (noisy) rewards."""
-    del rollout
+    del x
     out = noise_corrected_reward(jnp.asarray(rewards, jnp.float32), fn_rate=fn_rate,
                                  fp_rate=fp_rate)
     return out, {"reward/corrected_mean": jnp.mean(out)}
@@ -87,16 +87,28 @@ def check_noise_config(reward) -> None:
                          f"must be < 1 (the verifier is uninformative), got {fn} + {fp}")
 
 
-def noise_shapers(reward) -> tuple:
-    """The shapers `config.reward` asks for, in order: `noisy` (a rate > 0), then
-    `backward_corrected` (a correction rate > 0); () when none."""
+def noise_term(setup, weight):
+    """`noisy` with `reward.noise_fn_rate` / `noise_fp_rate` / `noise_seed`; None when both
+    rates are 0."""
+    del weight
+    reward = setup.reward
+    p1, p0 = (0.0, 0.0) if reward is None else (reward.get("noise_fn_rate", 0.0),
+                                                 reward.get("noise_fp_rate", 0.0))
+    if not (p1 > 0 or p0 > 0):
+        return None
     check_noise_config(reward)
-    out = []
-    p1, p0 = reward.get("noise_fn_rate", 0.0), reward.get("noise_fp_rate", 0.0)
-    if p1 > 0 or p0 > 0:
-        out.append(functools.partial(noisy, fn_rate=float(p1), fp_rate=float(p0),
-                                     seed=int(reward.get("noise_seed", 0))))
-    q1, q0 = reward.get("correction_fn_rate", 0.0), reward.get("correction_fp_rate", 0.0)
-    if q1 > 0 or q0 > 0:
-        out.append(functools.partial(backward_corrected, fn_rate=float(q1), fp_rate=float(q0)))
-    return tuple(out)
+    return functools.partial(noisy, fn_rate=float(p1), fp_rate=float(p0),
+                             seed=int(reward.get("noise_seed", 0)))
+
+
+def correction_term(setup, weight):
+    """`backward_corrected` with `reward.correction_fn_rate` / `correction_fp_rate`; None
+    when both are 0."""
+    del weight
+    reward = setup.reward
+    q1, q0 = (0.0, 0.0) if reward is None else (reward.get("correction_fn_rate", 0.0),
+                                                 reward.get("correction_fp_rate", 0.0))
+    if not (q1 > 0 or q0 > 0):
+        return None
+    check_noise_config(reward)
+    return functools.partial(backward_corrected, fn_rate=float(q1), fp_rate=float(q0))

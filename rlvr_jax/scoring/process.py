@@ -90,3 +90,24 @@ def step_rewards_on_host(texts: Sequence[str], examples: Sequence, tokens, mask,
                "process/steps_per_completion": int(count) / max(n, 1),
                "process/all_steps_correct": int(perfect) / max(n, 1)}
     return StepRewards(values=values, ends=ends), metrics
+
+
+def process_term(setup, weight):
+    """The per-step host term of `rl.process_weight > 0`: fn(rewards, x) -> (StepRewards,
+    metrics) from the verifier's step checkers (gated by its `verify` with
+    `rl.process_gate`); None without process rewards."""
+    del weight
+    rl, verifier = setup.rl, setup.verifier
+    if rl is None or not rl.process:
+        return None
+    if verifier.step_scores is None:
+        raise ValueError("rl.process_weight: process rewards need a task with step checkers "
+                         "(data.source=task)")
+
+    def fn(rewards, x):
+        del rewards
+        return step_rewards_on_host(
+            x.texts, x.examples, x.rollout.tokens, x.rollout.mask,
+            step_scores=verifier.step_scores, tokenizer=setup.tokenizer,
+            verify=verifier.verify if rl.process_gate else None)
+    return fn

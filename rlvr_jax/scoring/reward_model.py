@@ -1,9 +1,10 @@
-"""A reward model scored on device, inside the one compiled RL step.
+"""A reward model: a device term, scored inside the one compiled RL step (or after its seam).
 
     rm = scoring.open_reward_model(path, weight=1.0)       # checks; reads no weight
     rm_params = scoring.load_reward_params(path, rm, placer.shardings)   # born sharded
     state = create_train_state(..., reward_params=rm_params)
-    rl_step = make_rl_step(mc, sc, rl, tx, verifier, reward_model=rm)
+    scorer = scoring.token_scorer(verifier, reward_model=rm)   # or scorer_from_config
+    rl_step = make_rl_step(mc, sc, rl, tx, scorer=scorer)
 
 The reward model (`models.reward_model`: a Llama / Qwen2 / Qwen3 trunk with a `score` head,
 e.g. a Hugging Face `*ForSequenceClassification` checkpoint) reads each sampled sequence as
@@ -12,7 +13,7 @@ stop token — and its score (label `label`) of the last real token is added to 
 
     reward = Σ_k w_k · c_k (the verifier's components) + weight · RM(prompt, completion)
 
-then the `RLConfig`'s shapers (overlong). The verifier still decides correctness
+then the device terms after it (`scoring.terms`: env rewards). The verifier still decides correctness
 (`reward/correct`, eval pass@k), so the true task accuracy is logged beside the reward
 model's score; with the verifier's weight 0 the policy trains on the reward model alone and
 reward hacking shows as `reward/reward_model` rising while `reward/correct` does not.
@@ -22,10 +23,9 @@ policy's, read sliced straight into their shards, never updated, no optimizer st
 The reward model must share the policy's tokenizer (the ids are scored as sampled).
 """
 import dataclasses
-import functools
 import json
 import os
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict
 
 import jax
 import jax.numpy as jnp
@@ -35,8 +35,7 @@ from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models import hf, hf_slices
 from rlvr_jax.models import reward_model as rm_lib
 from rlvr_jax.models.reward_model import reward_forward
-from rlvr_jax.scoring.score import is_correct, score
-from rlvr_jax.scoring.shaping import rollout_shapers
+from rlvr_jax.scoring.score import is_correct
 
 Metrics = Dict[str, jax.Array]
 
@@ -78,14 +77,6 @@ def reward_model_scores(params, rollout: sampling.Rollout, *, reward_model: Rewa
     return jax.lax.stop_gradient(jax.lax.map(one, split).reshape(-1))
 
 
-def add_scores(rewards: jax.Array, rollout, *, scores: jax.Array, weight: float
-               ) -> Tuple[jax.Array, Metrics]:
-    """The shaper `rewards + weight · scores` (scores [B] of this rollout), logging the mean
-    score as `reward/reward_model`."""
-    del rollout
-    return rewards + weight * scores, {"reward/reward_model": jnp.mean(scores)}
-
-
 def reward_model_metrics(scores: jax.Array, correct: jax.Array, num_samples: int) -> Metrics:
     """The reward model's scores [B] beside the verifier's verdicts (correct [B] bool).
 
@@ -107,29 +98,20 @@ def reward_model_metrics(scores: jax.Array, correct: jax.Array, num_samples: int
                 jnp.sum(pairs), 1.0)}
 
 
-def score_with_reward_model(rollout: sampling.Rollout, answers: jax.Array, params, *,
-                            verifier: Callable, reward_model: RewardModel, rl,
-                            max_new_tokens: int, shapers: Sequence = ()
-                            ) -> Tuple[jax.Array, Metrics]:
-    """`score_on_device` plus a reward model: (rewards [B], metrics); jittable.
+def reward_model_term(setup, weight):
+    """The device term adding `weight · score` of `setup.reward_model` (a `RewardModel`
+    whose weight is the component's) with `reward_model_metrics` beside the verifier's
+    verdicts; None without a reward model. Its parameters are `x.reward_params`."""
+    del weight
+    rm = setup.reward_model
+    if rm is None:
+        return None
 
-    The verifier's verdicts [B] go through `shapers` (the components' weights; a weight 0
-    trains on the reward model alone), then `weight · scores` is added, then `rl`'s shapers.
-    Correctness (`reward/correct`) stays the verifier's.
-
-    Args:
-      rollout: B = P'·G sequences; answers: [P'] int32.
-      params: the reward model's parameters (`TrainState.reward_params`).
-      verifier: fn(tokens [B, N], mask [B, N], answers [B]) -> [B] float32.
-    """
-    g = rollout.tokens.shape[0] // answers.shape[0]
-    verdicts = verifier(rollout.tokens, rollout.mask, jnp.repeat(answers, g, axis=0))
-    scores = reward_model_scores(params, rollout, reward_model=reward_model)
-    add = functools.partial(add_scores, scores=scores, weight=reward_model.weight)
-    rewards, metrics = score(verdicts, rollout, tuple(shapers) + (add,) + rollout_shapers(
-        rl, max_new_tokens))
-    metrics.update(reward_model_metrics(scores, is_correct(verdicts), g))
-    return rewards, metrics
+    def fn(rewards, x):
+        scores = reward_model_scores(reward_params(x.reward_params), x.rollout, reward_model=rm)
+        return rewards + rm.weight * scores, reward_model_metrics(
+            scores, is_correct(x.verdicts), x.group_size)
+    return fn
 
 
 # ----------------------------------------------------------------------------- from a path
@@ -191,23 +173,9 @@ def load_reward_params(path: str, reward_model: RewardModel, shardings: Callable
     return hf_slices.load_hf_reward_params_sharded(path, config, k, placed)
 
 
-def reward_model_shaper(reward_model: Optional[RewardModel]):
-    """fn(state, rollout) -> () without a reward model, else (the shaper adding
-    `weight · scores` of the rollout, scored by a jitted call on `state.reward_params`,)."""
-    if reward_model is None:
-        return lambda state, rollout: ()
-    scores_fn = jax.jit(functools.partial(reward_model_scores,
-                                          reward_model=reward_model))
-
-    def shaper_of(state, rollout):
-        return (functools.partial(add_scores, scores=scores_fn(
-            reward_params(state), rollout), weight=reward_model.weight),)
-    return shaper_of
-
-
-def reward_params(state):
-    """`state.reward_params`, which a configured reward model needs."""
-    if state.reward_params is None:
+def reward_params(params):
+    """`params` (`TrainState.reward_params`), which a configured reward model needs."""
+    if params is None:
         raise ValueError("reward_model needs its parameters in state.reward_params "
                          "(create_train_state(..., reward_params=...))")
-    return state.reward_params
+    return params

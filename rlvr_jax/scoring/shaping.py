@@ -1,16 +1,14 @@
-"""Reward shaping: a short list of pure functions applied in order to the verifier's rewards.
+"""Shaping terms: the DAPO overlong penalty (a device term) and KL in the reward.
 
-A shaper is `fn(rewards [B], rollout) -> (rewards [B], metrics)`: pure, jittable, and the
-same on the on-device and the host path (it sees the rollout, never text). Constants from
-the config are bound with `functools.partial`; `rollout_shapers(rl, N)` lists the ones a
-config asks for. Shaping runs before the update selects groups, so dynamic sampling sees
-the shaped rewards.
+`overlong` is the term `fn(rewards [B], x) -> (rewards + coef · R_len(length), metrics)`
+(`scoring.terms`), configured either as the `overlong` component (coef = its weight, buffer
+N // 4) or by `rl.overlong_buffer` / `rl.overlong_penalty` (the same term; not both).
 
 `kl_in_reward` is the one shaping that needs the policy: it takes the per-token
 KL(π_old‖π_ref) that the update computes from its reference log-probs.
 """
 import functools
-from typing import Callable, Dict, Sequence, Tuple
+from typing import Dict, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -18,42 +16,30 @@ import jax.numpy as jnp
 from rlvr_jax.rewards.length import overlong_penalty_jnp
 
 Metrics = Dict[str, jax.Array]
-Shaper = Callable[..., Tuple[jax.Array, Metrics]]
 
 
-def overlong(rewards: jax.Array, rollout, *, max_length: int, buffer: int,
+def overlong(rewards: jax.Array, x, *, max_length: int, buffer: int,
              coef: float) -> Tuple[jax.Array, Metrics]:
-    """DAPO soft overlong punishment: r + coef · R_len(length) (`rewards.length`)."""
-    penalty = coef * overlong_penalty_jnp(rollout.lengths, max_length=max_length,
+    """DAPO soft overlong punishment: r + coef · R_len(x.rollout.lengths) (`rewards.length`)."""
+    penalty = coef * overlong_penalty_jnp(x.rollout.lengths, max_length=max_length,
                                           buffer_length=buffer)
     return rewards + penalty, {"reward/overlong": jnp.mean(penalty)}
 
 
-def weighted(rewards: jax.Array, rollout, *, name: str, weight: float
-             ) -> Tuple[jax.Array, Metrics]:
-    """weight · r, logging the unweighted mean as `reward/<name>` (an on-device component
-    of `reward.components`, e.g. the token verifier with a weight)."""
-    del rollout
-    return weight * rewards, {f"reward/{name}": jnp.mean(rewards)}
-
-
-def rollout_shapers(rl, max_new_tokens: int) -> Tuple[Shaper, ...]:
-    """The shapers `rl` (an `RLConfig`, or anything with its fields) asks for, in order."""
-    shapers = []
-    if rl.overlong_buffer > 0:
-        shapers.append(functools.partial(overlong, max_length=max_new_tokens,
-                                         buffer=rl.overlong_buffer, coef=rl.overlong_penalty))
-    return tuple(shapers)
-
-
-def shape(rewards: jax.Array, rollout, shapers: Sequence[Shaper]
-          ) -> Tuple[jax.Array, Metrics]:
-    """Applies `shapers` in order; their metrics merged."""
-    metrics: Metrics = {}
-    for shaper in shapers:
-        rewards, m = shaper(rewards, rollout)
-        metrics.update(m)
-    return rewards, metrics
+def overlong_term(setup, weight):
+    """The overlong term: the component (coef = `weight`, buffer N // 4) or `rl.overlong_*`
+    (a buffer > 0); None when neither asks for it."""
+    n, rl = setup.max_new_tokens, setup.rl
+    buffer = 0 if rl is None else rl.overlong_buffer
+    if weight is not None:
+        if buffer > 0:
+            raise ValueError("reward.components: 'overlong' and rl.overlong_buffer > 0 would "
+                             "apply the DAPO penalty twice; use one of them")
+        return functools.partial(overlong, max_length=n, buffer=max(1, n // 4), coef=weight)
+    if buffer > 0:
+        return functools.partial(overlong, max_length=n, buffer=buffer,
+                                 coef=rl.overlong_penalty)
+    return None
 
 
 def kl_in_reward(rewards: jax.Array, kl_tok: jax.Array, mask: jax.Array, row_valid: jax.Array,

@@ -13,48 +13,25 @@ VERIFIERS = ("auto", "token", "task", "math", "math_verify")
 
 @dataclasses.dataclass(frozen=True)
 class Verifier:
-    """How the completions of one data source are scored.
+    """Whether a completion is correct: what `reward/correct`, pass@k, maj@k and CoT-pass@k
+    read. The training reward is the scorer's terms (`scoring.terms`), which start from it.
 
     Attributes:
-      verify: fn(completion_text, example) -> float reward on the host; >= 1 is correct.
+      verify: fn(completion_text, example) -> float on the host; >= 1 is correct.
       answer_key: fn(completion_text) -> hashable answer or None (the votes of maj@k).
-      token: jittable fn(tokens [B, N], mask [B, N], answers [B] int32) -> [B] float32
-        scoring on device, or None (the run then scores on the host with `verify`).
+      token: jittable fn(tokens [B, N], mask [B, N], answers [B] int32) -> [B] float32, the
+        same verdict on device, or None (then it is scored on the host with `verify`).
       check_steps: optional fn(completion_text, example) -> bool (CoT-pass@k).
-      host: the training reward on the host when it is not `verify` (a weighted sum of
-        `reward.components`: fn(text, example) -> {"reward", name..., "correct"}), or None.
-      shapers: the components' shapers (weights of on-device components, `overlong`),
-        applied to the verdicts before the `RLConfig`'s (`scoring.shaping`).
-      components: the names of the configured components (each logged as `reward/<name>`).
-      preload: modules a host-scoring worker imports before it is ready.
       step_scores: optional fn(completion_text, example) -> [(end_char, score), ...] or
         None: the task's per-step checker (process rewards, `scoring.process`).
-      label_free: ((name, weight), ...) of the label-free components ("majority",
-        "self_certainty"): scored on the host from the texts and the rollout, no reference
-        answer needed (`scoring.label_free`).
-
-    `verify`, `answer_key` and `check_steps` define correctness (pass@k, `reward/correct`);
-    the training reward is `token` on device, else `host` or `verify` on the host.
+      preload: modules a host-scoring worker imports before it is ready.
     """
     verify: Callable
     answer_key: Callable
     token: Optional[Callable] = None
     check_steps: Optional[Callable] = None
-    host: Optional[Callable] = None
-    shapers: Tuple[Callable, ...] = ()
-    components: Tuple[str, ...] = ()
-    preload: Tuple[str, ...] = ()
     step_scores: Optional[Callable] = None
-    label_free: Tuple[Tuple[str, float], ...] = ()
-
-    @property
-    def on_device(self) -> bool:
-        return self.token is not None
-
-    @property
-    def host_reward(self) -> Callable:
-        """The training reward on the host: `host` when set, else `verify`."""
-        return self.host if self.host is not None else self.verify
+    preload: Tuple[str, ...] = ()
 
 
 def task_verifier(task, tokenizer=None) -> Verifier:
@@ -101,7 +78,22 @@ def choose_verifier(name: str, task, tokenizer) -> Verifier:
     if task is None:
         raise ValueError(f"reward.verifier={name!r} needs data.source='task'")
     verifier = task_verifier(task, tokenizer if name in ("auto", "token") else None)
-    if name == "token" and not verifier.on_device:
+    if name == "token" and verifier.token is None:
         raise ValueError(f"reward.verifier='token' needs a task with an on-device verifier; "
                          f"{task.name!r} has none (use 'task' or 'auto')")
     return verifier
+
+
+def token_term(setup, weight):
+    """The device term adding weight · the verifier's on-device verdicts (`x.verdicts`),
+    logged as `reward/token`; None when `reward.components` does not list `token`."""
+    if weight is None:
+        return None
+    return functools.partial(weighted_verdicts, weight=float(weight), log=True)
+
+
+def weighted_verdicts(rewards, x, *, weight: float, log: bool):
+    """rewards + weight · x.verdicts (with log: the verdicts' mean as `reward/token`)."""
+    import jax.numpy as jnp
+    metrics = {"reward/token": jnp.mean(x.verdicts)} if log else {}
+    return rewards + weight * x.verdicts, metrics

@@ -210,6 +210,12 @@ class Task:
             return True
         return self.steps_are_right(chunks, example)
 
+    def step_scores(self, completion: str, example: Example):
+        """Per-step verdicts [(end_char, 0/1), ...] of the reasoning before the answer, or
+        None (not the task's format, or a task without step checkers: the default)."""
+        del completion, example
+        return None
+
     def steps_are_right(self, chunks: list[str], example: Example) -> bool:
         """Whether the reasoning chunks (`reasoning_steps` of a correct answer) are right."""
         raise NotImplementedError

@@ -14,11 +14,31 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Tuple
 
 import numpy as np
 
-from rlvr_jax.multiturn.tools import guess_reply
 from rlvr_jax.tasks import base
+
+_GUESS = re.compile(r"\d{1,3}")
+
+
+def guess_reply(lo: int, hi: int, target: int, guess_text: str) -> Tuple[str, int, int, bool]:
+    """The game's answer to one guess: (observation text, new lo, new hi, error).
+
+    ``" yes"`` when the guess is the target; else ``" up 17-32"`` / ``" down 1-15"`` with the
+    interval still possible; ``" ?"`` (an error) when the body is not a number."""
+    if not _GUESS.fullmatch(guess_text.strip()):
+        return " ?", lo, hi, True
+    k = int(guess_text.strip())
+    if k == target:
+        return " yes", k, k, False
+    if k < target:
+        lo = max(lo, k + 1)
+        return f" up {lo}-{hi}", lo, hi, False
+    hi = min(hi, k - 1)
+    return f" down {lo}-{hi}", lo, hi, False
+
 
 _CALL = re.compile(r"\[([^\[\]]*)\]")
 

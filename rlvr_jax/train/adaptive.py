@@ -10,7 +10,7 @@ from typing import Dict, Tuple
 
 from rlvr_jax import tasks
 from rlvr_jax.data import adaptive, datasets
-from rlvr_jax.train.validate import ConfigError, user_input
+from rlvr_jax.train.errors import ConfigError, user_input
 
 
 def _fail(field: str, message: str):

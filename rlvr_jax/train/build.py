@@ -1,9 +1,8 @@
 """Builders: everything a run needs, made from its config (used by `loop.run`).
 
 Each function reads the config and returns one object: the model config, the task and its
-data sources, the mesh and a `Placer`, the optimizers, the RL state, the held-out evaluator
-and the RL step program (one jitted program with an on-device verifier, else the split
-path). None of them trains.
+data sources, the mesh and a `Placer`, the sampler, the optimizers, the RL state, the
+held-out evaluator and the RL step program (`step.make_step`). None of them trains.
 """
 from typing import Tuple
 
@@ -14,11 +13,12 @@ import numpy as np
 from rlvr_jax import distributed, evaluation, models, multiturn, sampling, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.models import lora
+from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import adaptive, adapters
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.rl_config import RLConfig
-from rlvr_jax.train.validate import ConfigError, user_input
+from rlvr_jax.train.errors import ConfigError, user_input
 
 
 def build_model_config(config, tokenizer) -> models.ModelConfig:
@@ -314,47 +314,48 @@ def prompt_loader(config, source, tokenizer, batch_size: int, **kwargs):
                                  chat_template=tokenizer.chat_template, **kwargs)
 
 
-def build_env(config, tokenizer, verifier: scoring.Verifier):
-    """(the multi-turn environment of `config.env` (`multiturn.build_env`), its
-    `multiturn.HostTools` for a host environment else None), or (None, None)."""
+def build_env(config, tokenizer):
+    """The multi-turn environment of `config.env` (`multiturn.build_env`), or None."""
     e = config.env
     if not e.name:
-        return None, None
+        return None
     with user_input("env.name"):
-        env = multiturn.build_env(e.name, tokenizer, max_turns=e.max_turns,
-                                  max_turn_tokens=e.max_turn_tokens,
-                                  max_obs_tokens=e.max_obs_tokens, timeout_s=e.timeout_s,
-                                  corpus_path=e.corpus_path)
-    on_host = getattr(env, "on_host", False)
-    if on_host and verifier.on_device:
-        raise ConfigError(f"env.name: {e.name} runs on the host, between compiled segments: "
-                          "score on the host too (reward.verifier=task)")
-    if not on_host and not verifier.on_device:
-        raise ConfigError("env.name: multi-turn episodes with an on-device tool run inside the "
-                          "one compiled program and need an on-device verifier "
-                          "(reward.verifier token, or a task with one); for a host-scored "
-                          "reward use env.name=calculator_host")
-    tools = multiturn.HostTools(env, tokenizer, num_workers=e.num_workers) if on_host else None
-    return env, tools
+        return multiturn.build_env(e.name, tokenizer, max_turns=e.max_turns,
+                                   max_turn_tokens=e.max_turn_tokens,
+                                   max_obs_tokens=e.max_obs_tokens, timeout_s=e.timeout_s,
+                                   corpus_path=e.corpus_path)
 
 
-def build_evaluator(config, model_config, tokenizer, test_source,
-                    verifier: scoring.Verifier, env=None, tools=None) -> evaluation.Evaluator:
+def build_sampler(config, model_config, tokenizer, placer: "Placer", env=None) -> Sampler:
+    """The run's `Sampler`: `config.sampling` (laid out for decoding by
+    `sampling.decode_rules`), with `env` and its tools (`env.num_workers` calls at a time)."""
+    decode_shardings = None
+    if config.sampling.decode_rules:  # Re-lay the parameters out for decoding.
+        shapes = jax.eval_shape(lambda key: models.init_params(model_config, key),
+                                jax.random.PRNGKey(0))
+        decode_shardings = sharding.logical_to_mesh_sharding(
+            placer.specs, placer.mesh, sharding.get_rules(config.sampling.decode_rules), shapes)
+    return Sampler(model_config, sampling_config(config, tokenizer), env=env,
+                   tokenizer=tokenizer, tool_workers=config.env.num_workers,
+                   decode_shardings=decode_shardings)
+
+
+def build_evaluator(config, tokenizer, test_source, verifier: scoring.Verifier,
+                    sampler: Sampler) -> evaluation.Evaluator:
     """The periodic evaluator on the first `config.eval.num_prompts` held-out prompts (a
     finite held-out set with fewer prompts is used once each, not cycled: all of it up to
-    `eval.batch_size`, else the largest multiple of `eval.batch_size` it holds)."""
+    `eval.batch_size`, else the largest multiple of `eval.batch_size` it holds), decoding
+    with the run's `sampler` (its environment)."""
     num, batch_size = eval_sizes(config, test_source)
     loader = prompt_loader(config, test_source, tokenizer, num, shuffle=False)
     pb = next(loader)
     data = evaluation.EvalData.scored_by(eval_data_name(config, test_source), pb.examples,
                                          verifier)
-    return evaluation.Evaluator(model_config, tokenizer, pb.tokens,
+    return evaluation.Evaluator(sampler.model_config, tokenizer, pb.tokens,
                                 prompt_mask(pb.lengths, config.data.max_prompt_len), data,
                                 max_new_tokens=config.sampling.max_new_tokens,
                                 batch_size=batch_size, k=config.eval.k,
-                                temperature=config.eval.temperature, env=env, tools=tools,
-                                cache_window=sampling.cache_window_setting(
-                                    config.sampling.cache_window))
+                                temperature=config.eval.temperature, sampler=sampler)
 
 
 def eval_sizes(config, test_source) -> Tuple[int, int]:
@@ -459,40 +460,10 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
     return state
 
 
-def rl_program(config, rl: RLConfig, model_config, tokenizer, verifier: scoring.Verifier,
-               tx, value_tx, placer: Placer, params, reward_model=None, env=None, tools=None):
-    """step(state, batch, examples) -> (state, metrics, samples): `make_rl_step` (one
-    program) with an on-device verifier (and `reward_model`, a `scoring.RewardModel` scored
-    in it; multi-turn episodes with `env`), else `make_host_rl_step` (the split path)."""
-    decode_shardings = None
-    if config.sampling.decode_rules:  # Re-lay the parameters out for decoding.
-        decode_shardings = sharding.logical_to_mesh_sharding(
-            placer.specs_of(params), placer.mesh,
-            sharding.get_rules(config.sampling.decode_rules), params)
-    sc = sampling_config(config, tokenizer)
-    if not verifier.on_device:
-        scorer = host_scorer(config, verifier)
-        step = step_lib.make_host_rl_step(
-            model_config, sc, rl, tx, scorer, tokenizer, value_tx=value_tx,
-            decode_shardings=decode_shardings, shapers=verifier.shapers,
-            reward_model=reward_model, text_scoring=scoring.host_text_scoring(
-                verifier, tokenizer, rl, num_samples=sc.num_samples), env=env, tools=tools)
-        step.close = scorer.close  # The loop stops the scoring workers after RL.
-        return step
-    rl_step = step_lib.make_rl_step(model_config, sc, rl, tx, verifier.token,
-                                    return_rollout=True, decode_shardings=decode_shardings,
-                                    value_tx=value_tx, shapers=verifier.shapers,
-                                    reward_model=reward_model, env=env)
-    return lambda state, batch, examples: rl_step(state, batch)
-
-
-def host_scorer(config, verifier: scoring.Verifier) -> scoring.HostScorer:
-    """The host scoring of `verifier`'s training reward: in-process when
-    `config.reward.num_workers` is 0, else a process pool with `config.reward.timeout_s`
-    per sample."""
-    return scoring.HostScorer(verifier.host_reward, num_workers=config.reward.num_workers,
-                              timeout_s=config.reward.timeout_s, preload=verifier.preload,
-                              names=verifier.host.names if verifier.host is not None else ())
+def rl_program(rl: RLConfig, sampler: Sampler, scorer: scoring.Scorer, tx, value_tx):
+    """step(state, batch, examples) -> (state, metrics, samples) of the run's sampler and
+    scorer (`step.make_step`: one program, or split at one seam)."""
+    return step_lib.make_step(sampler, scorer, rl, tx, value_tx=value_tx)
 
 
 def place_rl_batch(placer: Placer, pb, width: int, source: str = "the RL batch") -> dict:

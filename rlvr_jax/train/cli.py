@@ -51,7 +51,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from rlvr_jax.train.logging import configure_library_logs
     configure_library_logs(verbose)
     from rlvr_jax.train.preempt import Preempted
-    from rlvr_jax.train.validate import ConfigError
+    from rlvr_jax.train.errors import ConfigError
     try:
         config, workdir = parse(argv)
         from rlvr_jax.train import loop

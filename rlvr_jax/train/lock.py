@@ -11,7 +11,7 @@ import os
 import socket
 from typing import Callable, Optional, Tuple
 
-from rlvr_jax.train.validate import ConfigError
+from rlvr_jax.train.errors import ConfigError
 
 LOCK = ".lock"
 

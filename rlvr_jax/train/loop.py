@@ -10,61 +10,71 @@ The phases, in the order `run` calls them (each a function below):
   reinforce   config.rl.steps RL steps (`rl_step` each), checkpointed, exactly resumable
   finish      summary.json; writers and checkpoints closed
 
-Rewards are scored in `rlvr_jax.scoring` (chosen there from the config and the task); the
-RL step is one jitted program with an on-device verifier, else the split path — both with
-the same keys (`step.step_keys`). This is optional glue over those free functions.
+The phases are a small public API (`lab/runner.py` drives `setup`, `open_logs`, `warm_up`,
+`reinforce` as they are). Rewards are scored by the run's `scoring.Scorer`, rollouts drawn
+by its `rlvr_jax.sampler.Sampler`; the RL step composes the two (`step.make_step`). This is
+optional glue over those free functions.
 """
 import dataclasses
 import errno
 import os
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import distributed, evaluation, models, multiturn, scoring, sharding
+import ml_collections
+
+from rlvr_jax import distributed, evaluation, models, scoring, sharding
+from rlvr_jax.data import adaptive as adaptive_data
 from rlvr_jax.data import datasets
-from rlvr_jax.data.tokenizers import load_tokenizer
+from rlvr_jax.data.tokenizers import Tokenizer, load_tokenizer
 from rlvr_jax.models import lora
+from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import adaptive, adapters, build, preempt
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train import workdir as workdir_lib
-from rlvr_jax.train import step as step_lib
-from rlvr_jax.train.build import (build_mesh, build_model_config,  # noqa: F401 (public)
-                                  build_task_and_sources)
+from rlvr_jax.train.sft import make_sft_step
 from rlvr_jax.train.checkpoint import Checkpointer, disk_full_error
 from rlvr_jax.train.logging import MetricsWriter, SampleWriter, exclude_compile, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
-from rlvr_jax.train.rl_config import from_config as rl_config_from  # noqa: F401 (public)
-from rlvr_jax.train.validate import ConfigError, user_input, validate
+from rlvr_jax.train.rl_config import from_config as rl_config_from
+from rlvr_jax.train.errors import ConfigError, user_input
+from rlvr_jax.train.validate import validate
+
+
+# A prompt source (`train/build.py`), and the adaptive data told each RL step's results.
+Source = Union[datasets.TaskSource, datasets.ExampleList, adaptive_data.Curriculum,
+               adaptive_data.Mixture]
+Adaptive = Union[adaptive_data.PromptFilter, adaptive_data.Curriculum, adaptive_data.Mixture]
 
 
 @dataclasses.dataclass
 class Run:
-    """What the phases of one run share; made once by `setup`."""
-    config: Any
+    """What the phases of one run share; made once by `setup` (the logs by `open_logs`,
+    the adaptive data and a checkpointer opened later by `reinforce`)."""
+    config: ml_collections.ConfigDict
     workdir: str
     rl: RLConfig
-    tokenizer: Any
+    tokenizer: Tokenizer
     model_config: models.ModelConfig
-    train_source: Any
-    warmup_source: Any
+    train_source: Source
+    warmup_source: Source
     placer: build.Placer
-    verifier: scoring.Verifier
+    sampler: Sampler  # The rollout kind (plain, device or host episodes), built once.
+    scorer: scoring.Scorer  # The verifier and the reward terms.
     evaluator: evaluation.Evaluator
     keys: Dict[str, jax.Array]  # init, sft, rl, eval
-    reward_model: Any = None  # build.build_reward_model: a RewardModel (weights read in RL)
-    adaptive: Any = None  # train/adaptive.attach: told each RL step's results, checkpointed
-    env: Any = None  # build.build_env: the multi-turn environment (config.env), or None
-    tools: Any = None  # ...and a host environment's multiturn.HostTools
+    reward_model: Optional[scoring.RewardModel] = None  # Its weights are read by `reinforce`.
+    adaptive: Optional[Adaptive] = None  # Told each RL step's results; checkpointed.
     ckpt: Optional[Checkpointer] = None
     writer: Optional[MetricsWriter] = None
     samples: Optional[SampleWriter] = None
     progress: bool = True
-    release: Any = lambda: None  # Releases the workdir lock (process 0).
+    release: Callable[[], None] = lambda: None  # Releases the workdir lock (process 0).
 
 
 def run(config, workdir: str, *, progress: bool = True) -> Dict[str, Any]:
@@ -107,7 +117,7 @@ def _train(r: Run, config, plan: workdir_lib.Plan, resumed) -> Dict[str, Any]:
         summary["after_warmup"] = evaluate(r, params, 0, label="after warm-up")
     else:
         summary["after_warmup"] = resumed["after_warmup"]
-    state = reinforce(r, params, summary, plan.resume_step, resumed)
+    state = reinforce(r, params, summary["after_warmup"], plan.resume_step, resumed)
     summary["after_rl"] = evaluate(r, state.params, config.rl.steps, label="after RL")
     return finish(r, summary, state)
 
@@ -121,18 +131,21 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
         tokenizer = load_tokenizer(config.tokenizer,
                                    chat_template=config.data.chat_template or None)
     with user_input("model.hf_checkpoint" if config.model.hf_checkpoint else "model"):
-        model_config = build_model_config(config, tokenizer)
+        model_config = build.build_model_config(config, tokenizer)
     task, train_source, test_source, warmup_source = build.build_sources(config)
     for source in {id(s): s for s in (train_source, warmup_source, test_source)}.values():
         build.check_fit(config, model_config, tokenizer, source)
     with user_input("mesh"):
-        mesh, rules = build_mesh(config)
-    with user_input("reward"):
-        verifier = scoring.reward_from_config(config, task, tokenizer)  # Checks config.reward.
+        mesh, rules = build.build_mesh(config)
+    rl = rl_config_from(config)
+    placer = build.Placer(mesh, rules, model_config)
     reward_model = build.build_reward_model(config, tokenizer)
-    env, tools = build.build_env(config, tokenizer, verifier)
-    evaluator = build.build_evaluator(config, model_config, tokenizer, test_source, verifier,
-                                      env, tools)
+    env = build.build_env(config, tokenizer)
+    with user_input("reward"):
+        scorer = scoring.scorer_from_config(config, task, tokenizer, rl=rl,
+                                            reward_model=reward_model, env=env)
+    sampler = build.build_sampler(config, model_config, tokenizer, placer, env)
+    evaluator = build.build_evaluator(config, tokenizer, test_source, scorer.verifier, sampler)
     release = lambda: None  # noqa: E731
     if jax.process_index() == 0:
         release = workdir_lib.prepare(plan, config)  # The first write; takes the lock.
@@ -141,10 +154,9 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
         print(plan.notice, file=sys.stderr, flush=True)
     keys = dict(zip(("init", "sft", "rl", "eval"),
                     jax.random.split(jax.random.PRNGKey(config.seed), 4)))
-    r = Run(config, plan.workdir, rl_config_from(config), tokenizer, model_config,
-            train_source, warmup_source, build.Placer(mesh, rules, model_config), verifier,
-            evaluator, keys, progress=progress, reward_model=reward_model, env=env, tools=tools,
-            release=release)
+    r = Run(config, plan.workdir, rl, tokenizer, model_config, train_source, warmup_source,
+            placer, sampler, scorer, evaluator, keys, reward_model=reward_model,
+            progress=progress, release=release)
     try:
         r.ckpt, resumed = open_checkpoints(config, plan)
     except BaseException:
@@ -184,17 +196,17 @@ def warm_up(r: Run, params):
     loader = build.prompt_loader(config, r.warmup_source, r.tokenizer, config.sft.batch_size,
                                  seed=config.seed)
     with sharding.activate(r.placer.mesh, r.placer.rules):
-        state = supervised_warmup(config, state, step_lib.make_sft_step(r.model_config, tx),
-                                  loader, r.writer, env=r.env, placer=r.placer)
+        state = supervised_warmup(config, state, make_sft_step(r.model_config, tx), loader,
+                                  r.writer, sampler=r.sampler, placer=r.placer)
     return state.params
 
 
-def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up", env=None,
-                      placer=None):
-    """`config.sft.steps` supervised steps on worked solutions (with a multi-turn `env`, the
-    observation tokens in them are attended to but not predicted: `warmup_loss_mask`); the
-    batches placed by `placer` (a `build.Placer`) like the RL batches (None: `jnp.asarray`,
-    one process)."""
+def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up",
+                      sampler: Optional[Sampler] = None, placer=None):
+    """`config.sft.steps` supervised steps on worked solutions (with a multi-turn `sampler`,
+    the observation tokens in them are attended to but not predicted: `warmup_loss_mask`);
+    the batches placed by `placer` (a `build.Placer`) like the RL batches (None:
+    `jnp.asarray`, one process)."""
     place = (lambda b: jax.tree.map(jnp.asarray, b)) if placer is None else (
         lambda b: placer.batch(b, source=build.data_name(config) + " (warm-up)"))
     n_new = config.sampling.max_new_tokens
@@ -208,7 +220,7 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
         comp, comp_mask = datasets.completion_arrays(
             [ex.solution for ex in pb.examples], tokenizer, max_len=n_new)
         pmask = build.prompt_mask(pb.lengths, pb.tokens.shape[1])
-        targets = warmup_loss_mask(env, tokenizer, pb, pmask, comp, comp_mask)
+        targets = warmup_loss_mask(sampler, tokenizer, pb, pmask, comp, comp_mask)
         batch = {"tokens": np.concatenate([pb.tokens, comp], 1),
                  "attention": np.concatenate([pmask, comp_mask.astype(np.int32)], 1),
                  "loss_mask": np.concatenate([np.zeros_like(pmask), targets], 1)}
@@ -224,18 +236,14 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
     return state
 
 
-def warmup_loss_mask(env, tokenizer, pb, pmask, comp, comp_mask) -> np.ndarray:
+def warmup_loss_mask(sampler: Optional[Sampler], tokenizer, pb, pmask, comp, comp_mask
+                     ) -> np.ndarray:
     """[P, N] int32 tokens the warm-up predicts: the worked solution (and its EOS), less the
-    observations a multi-turn `env` writes, checked against it (`multiturn.trace_model_mask`)."""
-    if env is None:
+    observations the `sampler`'s environment writes, checked against it (`Sampler.replay`)."""
+    if sampler is None:
         return comp_mask.astype(np.int32)
-    if getattr(env, "on_host", False):
-        targets, agrees = multiturn.host.host_trace_model_mask(
-            env, tokenizer, (tokenizer.eos_id,), comp, comp_mask, pb.examples)
-    else:
-        targets, agrees = multiturn.trace_model_mask(env, (tokenizer.eos_id,), tokenizer.pad_id,
-                                                     comp, comp_mask, pb.tokens, pmask,
-                                                     pb.answers)
+    targets, agrees = sampler.replay(tokenizer, comp, comp_mask, pb.tokens, pmask, pb.answers,
+                                     pb.examples)
     if not agrees.all():
         ex = pb.examples[int(np.flatnonzero(~agrees)[0])]
         raise ConfigError(f"env.name: the warm-up solution of {ex.key!r} ({ex.solution!r}) "
@@ -255,12 +263,15 @@ def evaluate(r: Run, params, step: int, *, label: str = "") -> Dict[str, float]:
     return metrics
 
 
-def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
-    """config.rl.steps RL steps from `params`, or from the checkpoint at `resume_step`.
+def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
+              resume_step: Optional[int] = None, resumed: Optional[Dict[str, Any]] = None):
+    """config.rl.steps RL steps from `params` (evaluated as `after_warmup`, if it was), or
+    from the checkpoint at `resume_step` (its extra: `resumed`); returns the final state.
 
     Logs every config.log_every steps, evaluates every config.eval.every, checkpoints
     every config.checkpoint.every (and step 0, so the warm-up is never redone)."""
     config = r.config
+    summary = {"after_warmup": dict(after_warmup or {})}
     tx, value_tx = build.rl_optimizers(config, r.rl)
     rm = r.reward_model
     params = adapters.attach_for_rl(config, r.model_config, params, r.placer,  # LoRA: RL trains
@@ -268,8 +279,7 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
                            reward_params=build.reward_model_params(config, rm, r.placer))
-    program = build.rl_program(config, r.rl, r.model_config, r.tokenizer, r.verifier, tx,
-                               value_tx, r.placer, params, rm, env=r.env, tools=r.tools)
+    program = build.rl_program(r.rl, r.sampler, r.scorer, tx, value_tx)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
     r.adaptive = adaptive.attach(config, r.train_source, loader)
@@ -292,12 +302,12 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
         state, metrics = rl_step(r, program, state, loader, i)
         last_eval = after_rl_step(r, i + 1, state, metrics, loader, summary, last_eval)
         bar.set_postfix(reward=f"{metrics.get('rollout/reward_mean', 0.0):.3f}",
-                        pass1=f"{last_eval['eval/pass@1']:.3f}")
+                        pass1=f"{last_eval.get('eval/pass@1', float('nan')):.3f}")
         bar.update(1)
         if i == start:
             exclude_compile(bar)
     bar.close()
-    getattr(program, "close", lambda: None)()  # Host scoring workers, if any.
+    r.scorer.close()  # Host scoring workers, if any.
     return state
 
 

@@ -15,7 +15,7 @@ TOKEN_ADVANTAGES = ("reinforce_pp", "reinforce_pp_baseline", "gae")
 ADVANTAGES = SEQUENCE_ADVANTAGES + TOKEN_ADVANTAGES
 POLICY_LOSSES = ("ppo_clip", "gspo", "cispo", "reinforce")
 PROCESS_FORMS = ("sum", "min")
-# Fields where 0 means "off" (None, as older code passed it, is read as 0).
+# Fields where 0 means "off".
 _ZERO_IS_OFF = ("value_clip", "dual_clip", "kl_target", "tis_cap")
 
 
@@ -127,8 +127,10 @@ class RLConfig:
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, 0.0)
+            if isinstance(getattr(self, name), bool) or \
+                    not isinstance(getattr(self, name), (int, float)):
+                raise ValueError(f"{name} must be a number (0: off), got "
+                                 f"{getattr(self, name)!r}")
         _check_choices(self)
         _check_ranges(self)
 

@@ -1,16 +1,15 @@
 """The RL iteration, readable top to bottom: sample → score → select groups → log-probs →
 advantages → optimise.
 
-`make_rl_step` composes the pieces into ONE jitted program for on-device verifiers. For host
-verifiers (math-verify, code sandboxes) `make_host_rl_step` runs the split path:
-`make_sample_fn` → score on the host → `make_update_fn` (train/host_step.py, re-exported); it
-runs the same `update` with the same keys (`step_keys`). Rewards are scored and shaped in
-`rlvr_jax.scoring` on both paths.
-`make_sft_step` (train/sft.py, re-exported) is the supervised warm-up step. The data
-between the update's stages is typed (`train/experience.py`); the algorithm's functions are
-resolved once from the `RLConfig` (`train/algorithms.py`); the per-micro-batch losses live
-in `train/objective.py`, their micro-batch loops (left-padded or packed) in
-`train/microbatch.py` and the rollout statistics in `train/metrics.py`.
+One RL step is composed from a `rlvr_jax.sampler.Sampler` and a `scoring.Scorer`
+(`make_step`): ONE jitted program when both are traceable (`make_rl_step`), else the same
+stages split at one seam (`make_split_step`: sample → the scorer's host stage → one compiled
+program of the device terms and the update), with the same keys (`step_keys`). The
+supervised warm-up step is `train/sft.py`. The data between the update's stages is typed
+(`train/experience.py`); the algorithm's functions are resolved once from the `RLConfig`
+(`train/algorithms.py`); the per-micro-batch losses live in `train/objective.py`, their
+micro-batch loops (left-padded or packed) in `train/microbatch.py` and the rollout
+statistics in `train/metrics.py`.
 
 Shapes: P' prompts in a batch (P' = P · oversample with dynamic sampling), P groups that
 enter the update, G samples per prompt, B = P·G sequences, Tp prompt tokens, N new tokens.
@@ -23,17 +22,14 @@ import jax.numpy as jnp
 import optax
 
 from rlvr_jax import advantages as adv_lib
-from rlvr_jax import losses, multiturn, sampling, scoring
+from rlvr_jax import losses, sampling, scoring
 from rlvr_jax.models import ModelConfig
-from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
-from rlvr_jax.scoring.reward_model import reward_model_shaper  # noqa: F401  (re-exported)
-from rlvr_jax.scoring.reward_model import reward_params as _reward_params
+from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import microbatch, objective
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
-from rlvr_jax.train.rl_config import RLConfig  # noqa: F401  (re-exported)
-from rlvr_jax.train.sft import make_sft_step  # noqa: F401  (re-exported)
+from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.state import TrainState, join_trainable, reference_params, split_trainable
 
 Batch = Dict[str, jax.Array]
@@ -45,8 +41,9 @@ Metrics = Dict[str, jax.Array]
 def step_keys(rng: jax.Array) -> Tuple[jax.Array, jax.Array, jax.Array]:
     """(the state's next rng, the sampling rng, the update rng) of one RL step.
 
-    The one rng discipline of both paths: `make_rl_step` splits inside its program, the
-    split path (`make_sample_fn` → host scoring → `make_update_fn(...)(..., rng)`) outside.
+    The one rng discipline of both forms: `make_rl_step` splits inside its program,
+    `make_split_step` (and `make_sample_fn` → host scoring → `make_update_fn(...)(..., rng)`)
+    outside.
     """
     rng, sample_rng, update_rng = jax.random.split(rng, 3)
     return rng, sample_rng, update_rng
@@ -279,64 +276,39 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
 
 # ----------------------------------------------------------------------------- programs
 
-def score_on_device_with(state: TrainState, rollout: sampling.Rollout, answers: jax.Array, *,
-                         verifier: Callable, rl: RLConfig, max_new_tokens: int, shapers=(),
-                         reward_model: Optional[scoring.RewardModel] = None
-                         ) -> Tuple[jax.Array, Metrics]:
-    """(rewards [B'], metrics) of the one program: the on-device verifier's verdicts shaped
-    (`scoring.score_on_device`), plus the reward model's weighted score when there is one
-    (`scoring.score_with_reward_model`, parameters from `state.reward_params`)."""
-    kwargs = dict(verifier=verifier, rl=rl, max_new_tokens=max_new_tokens, shapers=shapers)
-    if reward_model is None:
-        return scoring.score_on_device(rollout, answers, **kwargs)
-    return scoring.score_with_reward_model(rollout, answers, _reward_params(state),
-                                           reward_model=reward_model, **kwargs)
-
-
-def decode_layout(params, decode_shardings=None):
-    """The parameters laid out for decoding.
-
-    Training layouts (e.g. FSDP) make every decode step all-gather the weights; a decode
-    layout (e.g. replicated, or tensor-parallel) pays one re-layout per rollout instead.
-    `decode_shardings` is a pytree of `NamedSharding`s like the params (see
-    `rlvr_jax.sharding.logical_to_mesh_sharding`); None keeps the training layout.
-    """
-    if decode_shardings is None:
-        return params
-    return jax.lax.with_sharding_constraint(params, decode_shardings)
+def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, answers: jax.Array,
+                     host: Optional[scoring.HostScores], rng: jax.Array, *,
+                     scorer: scoring.Scorer, num_samples: int, model_config: ModelConfig,
+                     rl: RLConfig, tx: optax.GradientTransformation, temperature: float,
+                     value_tx: Optional[optax.GradientTransformation] = None):
+    """The device terms (`scorer.score_device`, after the host stage's `host` if any) then
+    `update`: (state, metrics, samples {"tokens" [B', N], "mask" [B', N], "rewards" [B'],
+    "correct" [B'] bool}); traceable. answers: [P'] int32 (None: no term reads them)."""
+    answers = None if answers is None else jnp.repeat(answers, num_samples, axis=0)
+    x = scoring.Inputs(rollout, answers=answers,
+                       group_size=num_samples, episodes=episodes,
+                       reward_params=state.reward_params)
+    rewards, reward_metrics, correct = scorer.score_device(x, host)
+    state, metrics = update(state, rollout, rewards, rng, num_samples=num_samples,
+                            model_config=model_config, rl=rl, tx=tx, temperature=temperature,
+                            value_tx=value_tx, steps=None if host is None else host.steps)
+    metrics.update(reward_metrics)
+    return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask, "rewards": rewards,
+                            "correct": correct}
 
 
 def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig, *,
                    decode_shardings=None):
-    """Jitted `(params, batch, rng) -> Rollout` for the split (host-verifier) path.
-
-    decode_shardings: optional parameter layout for decoding (`decode_layout`).
-    """
-    @jax.jit
-    def sample_fn(params, batch, rng):
-        return sampling.generate(decode_layout(params, decode_shardings), batch["prompt_tokens"],
-                                 batch["prompt_mask"], rng, model_config=model_config,
-                                 sampling_config=sampling_config)
-    return sample_fn
-
-
-def sample_rollout(params, batch: Batch, rng: jax.Array, *, model_config: ModelConfig,
-                   sampling_config: sampling.SamplingConfig, env=None):
-    """(Rollout, None) from `sampling.generate`, or with an environment (Rollout, Episodes)
-    from `multiturn.generate_episodes` (batch["answers"] reach `env.reset`)."""
-    if env is None:
-        return sampling.generate(params, batch["prompt_tokens"], batch["prompt_mask"], rng,
-                                 model_config=model_config, sampling_config=sampling_config), None
-    return multiturn.generate_episodes(params, batch["prompt_tokens"], batch["prompt_mask"],
-                                       batch["answers"], rng, model_config=model_config,
-                                       sampling_config=sampling_config, env=env)
+    """Jitted `(params, batch, rng) -> Rollout` (plain sampling; a `Sampler` for episodes)."""
+    sampler = Sampler(model_config, sampling_config, decode_shardings=decode_shardings)
+    return jax.jit(lambda params, batch, rng: sampler.trace(params, batch, rng)[0])
 
 
 def make_update_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
                    rl: RLConfig, tx: optax.GradientTransformation, *,
                    value_tx: Optional[optax.GradientTransformation] = None):
-    """Jitted `(state, rollout, rewards[B'], rng=None, steps=None) -> (state, metrics)` for
-    the split path.
+    """Jitted `(state, rollout, rewards[B'], rng=None, steps=None) -> (state, metrics)`: the
+    update of rewards scored elsewhere.
 
     rng: the update's key (`step_keys`; then `state.rng` is left as given); without it
     the key is split off `state.rng`. steps: process rewards (`scoring.StepRewards`).
@@ -355,61 +327,85 @@ def make_update_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
 
 
 def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingConfig,
-                 rl: RLConfig, tx: optax.GradientTransformation, verifier: Callable, *,
+                 rl: RLConfig, tx: optax.GradientTransformation, verifier: Callable = None, *,
+                 scorer: Optional[scoring.Scorer] = None, sampler: Optional[Sampler] = None,
                  value_tx: Optional[optax.GradientTransformation] = None,
-                 return_rollout: bool = False, decode_shardings=None, shapers=(),
-                 reward_model: Optional[scoring.RewardModel] = None, env=None):
+                 return_rollout: bool = False, decode_shardings=None, env=None):
     """ONE jitted program: sample → score on device → advantages → updates.
 
     Args:
       verifier: jittable fn(tokens [B, N], mask [B, N], answers [B]) -> [B] float32,
-        e.g. `rlvr_jax.tasks.make_token_verifier(tokenizer)`.
+        e.g. `rlvr_jax.tasks.make_token_verifier(tokenizer)` (with `rl.overlong_*`:
+        `scoring.token_scorer`); or give `scorer`, a traceable `scoring.Scorer`.
+      sampler: a traceable `rlvr_jax.sampler.Sampler` (default: plain sampling with
+        `decode_shardings`, `sampler.decode_layout`, or episodes with `env`).
+      env: a `multiturn.DeviceEnv` for the default sampler and scorer: multi-turn episodes
+        with its tool inside the program, its per-turn rewards added (the `env` term).
       value_tx: the value model's optimizer (advantage="gae" only).
       return_rollout: also return {"tokens" [B', N], "mask" [B', N], "rewards" [B'],
-        "correct" [B'] bool} of the sampled completions (to log what the policy writes, and
-        to track pass rates per prompt: `rlvr_jax.data.adaptive`).
-      decode_shardings: optional parameter layout for decoding (`decode_layout`).
-      shapers: the reward components' jittable shapers (`scoring.Verifier.shapers`),
-        applied to the verdicts before `rl`'s.
-      reward_model: a reward model scored in the same program (`scoring.RewardModel`;
-        its frozen parameters in `state.reward_params`): its weighted score is added to the
-        shaped verdicts, which still decide `reward/correct`.
-      env: a `multiturn.DeviceEnv`: multi-turn episodes with its tool run inside the same
-        program (`multiturn.generate_episodes`); the verifier scores the model's tokens, the
-        environment's per-turn rewards are added, observations get no gradient and no KL.
+        "correct" [B'] bool} of the sampled completions.
 
     Returns:
       rl_step(state, batch) -> (state, metrics) with batch = {"prompt_tokens" [P', Tp],
       "prompt_mask" [P', Tp], "answers" [P'] int32}; (state, metrics, samples) with
       return_rollout. The state is donated.
     """
-    score_rollout = functools.partial(
-        score_on_device_with, verifier=verifier, rl=rl, shapers=shapers,
-        max_new_tokens=sampling_config.max_new_tokens, reward_model=reward_model)
+    if scorer is None:
+        scorer = scoring.token_scorer(verifier, rl=rl, num_samples=sampling_config.num_samples,
+                                      max_new_tokens=sampling_config.max_new_tokens, env=env)
+    sampler = sampler or Sampler(model_config, sampling_config, env=env,
+                                 decode_shardings=decode_shardings)
+    finish = functools.partial(score_and_update, scorer=scorer, model_config=model_config,
+                               num_samples=sampling_config.num_samples, rl=rl, tx=tx,
+                               temperature=sampling_config.temperature, value_tx=value_tx)
 
     @functools.partial(jax.jit, donate_argnums=(0,))
     def rl_step(state: TrainState, batch: Batch):
         rng, sample_rng, update_rng = step_keys(state.rng)
-        rollout, episodes = sample_rollout(decode_layout(state.params, decode_shardings), batch,
-                                           sample_rng, model_config=model_config,
-                                           sampling_config=sampling_config, env=env)
-        rewards, reward_metrics = score_rollout(state, rollout, batch["answers"])
-        if episodes is not None:  # The environment's per-turn rewards, and its statistics.
-            rewards = rewards + episodes.env_reward
-            reward_metrics.update(multiturn.episode_metrics(rollout, episodes, rewards))
-        state, metrics = update(state.replace(rng=rng), rollout, rewards, update_rng,
-                                num_samples=sampling_config.num_samples,
-                                model_config=model_config, rl=rl, tx=tx,
-                                temperature=sampling_config.temperature, value_tx=value_tx)
-        metrics.update(reward_metrics)
-        if return_rollout:  # `correct`: the verdicts `reward/correct` counts (XLA reuses them).
-            g = sampling_config.num_samples
-            correct = scoring.is_correct(verifier(rollout.tokens, rollout.model_mask,
-                                                  jnp.repeat(batch["answers"], g, axis=0)))
-            return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask,
-                                    "rewards": rewards, "correct": correct}
-        return state, metrics
+        rollout, episodes = sampler.trace(state.params, batch, sample_rng)
+        state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
+                                         batch["answers"], None, update_rng)
+        return (state, metrics, samples) if return_rollout else (state, metrics)
     return rl_step
 
 
-from rlvr_jax.train.host_step import make_host_rl_step  # noqa: E402,F401  (re-exported)
+def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
+                    tx: optax.GradientTransformation, *,
+                    value_tx: Optional[optax.GradientTransformation] = None):
+    """The same stages split at one seam, for a sampler or scorer that needs the host:
+    sample (compiled, or host episodes) → the scorer's host stage → one compiled program
+    of the device terms and the update; the same keys as `make_rl_step` (`step_keys`).
+
+    Returns: step(state, batch, examples) -> (state, metrics, samples) with `examples` the
+    batch's P' examples. The state is donated.
+    """
+    sc = sampler.sampling_config
+    scorer.start()  # Its host pool, if any: started before the first step's samples.
+    finish = jax.jit(functools.partial(
+        score_and_update, scorer=scorer, model_config=sampler.model_config,
+        num_samples=sc.num_samples, rl=rl, tx=tx, temperature=sc.temperature,
+        value_tx=value_tx), donate_argnums=(0,))
+
+    def split_step(state: TrainState, batch: Batch, examples):
+        rng, sample_rng, update_rng = step_keys(state.rng)
+        rollout, episodes, sample_metrics = sampler(state.params, batch, sample_rng, examples)
+        host = scorer.score_host(rollout, examples, sc.num_samples)
+        state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
+                                         batch.get("answers"), host, update_rng)
+        metrics.update(sample_metrics, **({} if host is None else host.metrics))
+        return state, metrics, samples
+    return split_step
+
+
+def make_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
+              tx: optax.GradientTransformation, *,
+              value_tx: Optional[optax.GradientTransformation] = None):
+    """The RL step of a sampler and a scorer: `make_rl_step`'s one program when they fuse
+    (`Sampler.fuses_with`: both traceable), else `make_split_step`. Returns step(state, batch, examples) -> (state,
+    metrics, samples); the state is donated."""
+    if sampler.fuses_with(scorer):
+        program = make_rl_step(sampler.model_config, sampler.sampling_config, rl, tx,
+                               scorer=scorer, sampler=sampler, value_tx=value_tx,
+                               return_rollout=True)
+        return lambda state, batch, examples=(): program(state, batch)
+    return make_split_step(sampler, scorer, rl, tx, value_tx=value_tx)

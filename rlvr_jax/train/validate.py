@@ -10,42 +10,20 @@ file system and the cheap constructors (task, `RLConfig`, `SamplingConfig`) that
 their own arguments. Checks that need the built tokenizer and data (vocabulary fit) live
 with the builders and raise `ConfigError` too (`user_input`).
 """
-import contextlib
 import os
-from typing import Iterator
 
 from rlvr_jax import multiturn, sampling, sharding, tasks
 from rlvr_jax.models import config as model_config_lib
 from rlvr_jax.models import decode_attention
 from rlvr_jax.models import presets
-from rlvr_jax.train import algorithms
+from rlvr_jax.train import adaptive, algorithms
 from rlvr_jax.train import rl_config as rl_config_lib
+from rlvr_jax.train.errors import ConfigError, user_input
 
 SOURCES = ("task", "jsonl", "parquet", "tfds")
 OVERFLOW = ("drop", "truncate", "error")
 SCHEDULES = ("constant", "cosine")
 DTYPES = ("float32", "bfloat16", "float16")
-
-
-class ConfigError(ValueError):
-    """A config, file, data or workdir problem the user can fix; the message names it."""
-
-
-@contextlib.contextmanager
-def user_input(where: str) -> Iterator[None]:
-    """Re-raises a ValueError / OSError of the block as `ConfigError("<where>: <message>")`.
-
-    `where` is the config field (or file) the block reads, e.g. "data.path".
-    """
-    try:
-        yield
-    except ConfigError:
-        raise
-    except (ValueError, OSError, KeyError, TypeError) as e:
-        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if message.startswith((f"{where}.", f"{where}:")):  # Already names its field.
-            raise ConfigError(message) from e
-        raise ConfigError(f"{where}: {message}") from e
 
 
 def validate(config) -> None:
@@ -142,7 +120,6 @@ def _check_model(config) -> None:
 
 def _check_data(config) -> None:
     _check_source(config)
-    from rlvr_jax.train import adaptive  # (it imports this module)
     adaptive.check(config)
 
 
@@ -234,9 +211,6 @@ def _check_env(config) -> None:
     if config.rl.process_weight > 0:
         _fail("env.name", "multi-turn episodes are trained on the model's tokens; process "
               "rewards (rl.process_weight > 0) are not supported with them")
-    if getattr(multiturn.ENVS[e.name], "on_host", False) and config.reward.verifier == "token":
-        _fail("env.name", f"{e.name} runs on the host, between compiled segments: score on "
-              "the host too (reward.verifier=task)")
     if not e.timeout_s > 0:
         _fail("env.timeout_s", f"must be > 0, got {e.timeout_s}")
     if e.name == "lookup" and not os.path.isfile(e.corpus_path):

@@ -27,7 +27,7 @@ from typing import Callable, List, Optional, Tuple
 from rlvr_jax.train import integrity
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train.logging import EVENTS_SUFFIX
-from rlvr_jax.train.validate import ConfigError
+from rlvr_jax.train.errors import ConfigError
 
 CONFIG, METRICS, SAMPLES, SUMMARY, CHECKPOINTS = (
     "config.json", "metrics.jsonl", "samples.jsonl", "summary.json", "checkpoints")

@@ -1,0 +1,17 @@
+"""The env term: a multi-turn rollout's per-turn environment rewards (`multiturn`)."""
+from rlvr_jax import multiturn
+
+
+def env_term(setup, weight):
+    """The device term adding each episode's environment reward (`x.episodes.env_reward`
+    [B]) and logging the episode statistics (`multiturn.episode_metrics`, with the rewards
+    after it); None without an environment. Registered last: the statistics see the whole
+    reward."""
+    del weight
+    if setup.env is None:
+        return None
+
+    def fn(rewards, x):
+        rewards = rewards + x.episodes.env_reward
+        return rewards, multiturn.episode_metrics(x.rollout, x.episodes, rewards)
+    return fn
