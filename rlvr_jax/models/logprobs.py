@@ -164,7 +164,8 @@ def completion_logprobs(
     hidden, _ = transformer.forward(params, tokens, config=config,
                                     attention_mask=attention_mask, return_hidden=True)
     return chunked_logprobs(hidden[:, -num_new - 1:-1], tokens[:, -num_new:],
-                            transformer.head_matrix(params, config), temperature=temperature,
+                            transformer.head_matrix(params, config, config.compute_dtype),
+                            temperature=temperature,
                             chunk_size=chunk_size, with_entropy=with_entropy)
 
 
@@ -197,7 +198,7 @@ def sequence_logprobs(
     hidden, _ = transformer.forward(params, tokens, config=config,
                                     attention_mask=attention_mask, return_hidden=True)
     logp, ent = chunked_logprobs(hidden[:, :-1], tokens[:, 1:],
-                                 transformer.head_matrix(params, config),
+                                 transformer.head_matrix(params, config, config.compute_dtype),
                                  temperature=temperature, chunk_size=chunk_size,
                                  with_entropy=with_entropy)
     zero = jnp.zeros_like(logp[:, :1])

@@ -10,6 +10,9 @@ communication. The CPU backend later rewrites every bf16 collective to float32 (
 "float-normalization-bf16": the CPU has no bf16 arithmetic), which a GPU or TPU does not, so
 reading `compiled.as_text()` on CPU would report float32 gathers of bf16 weights.
 
+An all-reduce whose every use is a dynamic-slice of its 1/k share counts as a reduce-scatter
+(the partitioner's spelling of one; XLA's ReduceScatterCreator rewrites it on GPU and TPU).
+
 Bytes of one collective: the larger of its per-device operand and result (an all-gather's
 gathered result, a reduce-scatter's unreduced operand, an all-reduce's buffer), times how
 often it runs per program run: collectives inside a `while` body count once per trip when
@@ -84,6 +87,17 @@ def _trip_count(comps, condition: str):
     return None
 
 
+def _sliced(comp, name: str, size: int) -> bool:
+    """Whether every use of all-reduce `name` is a dynamic-slice of a 1/k share (k > 1): the
+    SPMD partitioner's spelling of a reduce-scatter, which XLA's ReduceScatterCreator pass
+    rewrites into one on GPU and TPU (the CPU pipeline keeps the pair)."""
+    users = [(shape, op) for _, shape, op, rest in comp["instrs"]
+             if re.search(rf"%{re.escape(name)}[,)]", rest.split("),")[0] + ")")]
+    return bool(users) and all(
+        op == "dynamic-slice" and 0 < _shape_bytes(shape)[0] < size
+        and size % _shape_bytes(shape)[0] == 0 for shape, op in users)
+
+
 def collectives(hlo: str) -> List[Dict]:
     """Collectives of one run of an HLO module: [{"kind", "dtype", "bytes", "count"}, ...]
     summed by (kind, dtype), largest bytes first (plus "dynamic_trips": True where a loop of
@@ -95,12 +109,14 @@ def collectives(hlo: str) -> List[Dict]:
         comp = comps.get(name)
         if comp is None or depth > 64:
             return
-        for _, shape, op, rest in comp["instrs"]:
+        for instr_name, shape, op, rest in comp["instrs"]:
             kind = _OP_KINDS.get(op)
             if kind:
                 args = re.findall(r"%([\w.\-]+)", rest.split(")")[0])
                 operand = sum(_shape_bytes(comp["shapes"].get(a, ""))[0] for a in args)
                 result, dtype = _shape_bytes(shape)
+                if kind == "all-reduce" and _sliced(comp, instr_name, result):
+                    kind = "reduce-scatter"
                 if op.endswith("-start"):  # Async result tuples hold operand and result.
                     result = result - operand if result > operand else result
                 row = table[(kind, dtype)]

@@ -264,7 +264,8 @@ def reinforce(r: Run, params, summary, resume_step=None, resumed=None):
     rm = r.reward_model
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
-                           reward_params=build.reward_model_params(config, rm, r.placer))
+                           reward_params=build.reward_model_params(config, rm, r.placer),
+                           reference_memory=config.mesh.reference_memory)
     program = build.rl_program(config, r.rl, r.model_config, r.tokenizer, r.verifier, tx,
                                value_tx, r.placer, params, rm, env=r.env, tools=r.tools)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,

@@ -23,12 +23,12 @@ import jax.numpy as jnp
 import optax
 
 from rlvr_jax import advantages as adv_lib
-from rlvr_jax import losses, multiturn, sampling, scoring
-from rlvr_jax.models import ModelConfig
+from rlvr_jax import losses, models, multiturn, sampling, scoring
+from rlvr_jax.models import ModelConfig, transformer
 from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_model_shaper  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_params as _reward_params
-from rlvr_jax.train import microbatch, objective
+from rlvr_jax.train import microbatch, objective, reference
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
@@ -97,9 +97,9 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
       policy's log-probs [B, N] when computed (KL in the reward needs them) else None).
     """
     def logprobs_of(params, with_entropy=False):
-        return microbatch.scoring_passes(lambda x: objective.logprobs_of(
-            params, x, model_config=model_config, temperature=temperature,
-            chunk=rl.logprob_chunk, with_entropy=with_entropy), exp, rl)
+        return microbatch.scoring_passes(lambda p, x: objective.logprobs_of(
+            p, x, model_config=model_config, temperature=temperature,
+            chunk=rl.logprob_chunk, with_entropy=with_entropy), exp, rl, params)
 
     want_entropy = rl.entropy_keep_fraction < 1.0
     current = None
@@ -107,12 +107,12 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
         current, ent = logprobs_of(state.params, with_entropy=want_entropy)
         exp = exp.replace(old_logp=current if rl.needs_old_logprobs else None, entropy=ent)
     if rl.needs_reference:
-        exp = exp.replace(ref_logp=logprobs_of(state.ref_params)[0])
+        exp = exp.replace(ref_logp=logprobs_of(reference.on_device(state.ref_params))[0])
         if rl.kl_in_reward and current is None:
             current = logprobs_of(state.params)[0]
     if rl.needs_value:
-        exp = exp.replace(old_values=microbatch.scoring_passes(lambda x: objective.values_of(
-            state.value_params, x, model_config=model_config), exp, rl))
+        exp = exp.replace(old_values=microbatch.scoring_passes(lambda p, x: objective.values_of(
+            p, x, model_config=model_config), exp, rl, state.value_params))
     return exp, current
 
 
@@ -183,6 +183,8 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
         has_aux=True)
     value_grad_fn = jax.value_and_grad(functools.partial(
         objective.value_objective, model_config=model_config, algo=algo), has_aux=True)
+    specs = transformer.param_logical_axes(model_config)  # The gradients' FSDP shards.
+    value_specs = None if algo.value_loss is None else models.value_logical_axes(model_config)
 
     def minibatch_step(carry, rows):
         params, opt_state, vparams, vopt_state = carry
@@ -192,7 +194,7 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
             mb = mb.replace(entropy=None, entropy_mask=losses.high_entropy_mask(
                 mb.entropy, mb.mask, keep_fraction=rl.entropy_keep_fraction))
         accumulate, padded = microbatch.micro_batches(mb, rl)
-        loss, grads, mets = accumulate(grad_fn, params, counts=counts)
+        loss, grads, mets = accumulate(grad_fn, params, counts=counts, specs=specs)
         mets["update/padded_fraction"] = padded
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
@@ -200,7 +202,8 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
         if mb.entropy_mask is not None:
             mets["train/entropy_kept_fraction"] = jnp.sum(mb.entropy_mask) / counts["num_tokens"]
         if algo.value_loss is not None:
-            vloss, vgrads, vmets = accumulate(value_grad_fn, vparams, counts=counts)
+            vloss, vgrads, vmets = accumulate(value_grad_fn, vparams, counts=counts,
+                                              specs=value_specs)
             vupdates, vopt_state = value_tx.update(vgrads, vopt_state, vparams)
             vparams = optax.apply_updates(vparams, vupdates)
             mets.update(vmets)
