@@ -37,6 +37,18 @@ Prepared = Dict[str, Any]
 CACHE_AXES = ("batch", "kv_heads", "length", "kv")  # Logical axes of one layer's k or v.
 
 
+def cast_weights(params: Dict[str, Any], dtype) -> Dict[str, Any]:
+    """`params` with every floating leaf but the norm scales ("scale") in `dtype`, the
+    values the forward reads (it casts kernels, biases, the embedding and the LM head to the
+    compute dtype and reads norm scales in float32). Cast where the leaves live: a re-layout
+    after it (`train.step.decode_layout`) moves `dtype` bytes."""
+    def leaf(path, w):
+        name = getattr(path[-1], "key", "")
+        floating = jnp.issubdtype(w.dtype, jnp.floating)
+        return w if name == "scale" or not floating else w.astype(dtype)
+    return jax.tree_util.tree_map_with_path(leaf, params)
+
+
 def prepare_params(params: Dict[str, Any], config: ModelConfig) -> Prepared:
     """The parameters as the cached forward reads them (call once per rollout).
 

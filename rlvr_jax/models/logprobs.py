@@ -18,6 +18,7 @@ from typing import Optional, Tuple
 import jax
 import jax.numpy as jnp
 
+from rlvr_jax import sharding
 from rlvr_jax.models import transformer
 from rlvr_jax.models.config import ModelConfig
 
@@ -44,12 +45,15 @@ def _head_logits_bwd(residuals, g):
 head_logits.defvjp(_head_logits_fwd, _head_logits_bwd)
 
 
-def _chunk_stats(hidden, targets, head, temperature, with_entropy):
-    """Log-prob of `targets` and entropy for one chunk. hidden [B, C, D], targets [B, C].
+def _chunk_stats(hidden, targets, head, temperature, with_entropy, rows=None):
+    """Log-prob of `targets` and entropy for one chunk. hidden [B, C, D], targets [B, C];
+    `rows`: the mesh spec of the rows of a vocabulary-parallel head (or None).
 
     One pass of exponentials serves both: with e = exp(z − max z) and s = Σ_v e_v,
     logz = max z + log s and H = logz − Σ_v e_v z_v / s.
     """
+    if rows is not None:
+        hidden, targets = (jax.lax.with_sharding_constraint(x, rows) for x in (hidden, targets))
     if hidden.dtype == jnp.float32:  # Autodiff's dots are already float32: same program.
         logits = jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
     else:
@@ -112,7 +116,11 @@ def chunked_logprobs(
         raise ValueError(f"temperature must be positive, got {temperature}")
     b, t, d = hidden.shape
     n, c = chunk_plan(t, chunk_size)
-    stats = functools.partial(_chunk_stats, head=head.astype(hidden.dtype),
+    head = head.astype(hidden.dtype)
+    specs = sharding.vocab_parallel_specs(b, head.shape[1])
+    if specs is not None:  # Under a mesh: a vocabulary-parallel head (see the function).
+        head = jax.lax.with_sharding_constraint(head, specs[1])
+    stats = functools.partial(_chunk_stats, head=head, rows=specs and specs[0],
                               temperature=temperature, with_entropy=with_entropy)
     if n == 1:  # The logits of one chunk exist anyway: keep them for the backward pass.
         logp, ent = stats(hidden, targets)

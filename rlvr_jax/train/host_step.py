@@ -29,7 +29,8 @@ def make_episode_sampler(model_config: ModelConfig, sampling_config: sampling.Sa
         @jax.jit
         def device_fn(params, batch, rng):
             return multiturn.generate_episodes(
-                decode_layout(params, decode_shardings), batch["prompt_tokens"],
+                decode_layout(params, decode_shardings, model_config.compute_dtype),
+                batch["prompt_tokens"],
                 batch["prompt_mask"], batch["answers"], rng, model_config=model_config,
                 sampling_config=sampling_config, env=env)
         return lambda params, batch, rng, examples: device_fn(params, batch, rng)

@@ -24,7 +24,7 @@ import optax
 
 from rlvr_jax import advantages as adv_lib
 from rlvr_jax import losses, models, multiturn, sampling, scoring
-from rlvr_jax.models import ModelConfig, transformer
+from rlvr_jax.models import ModelConfig, decoding, transformer
 from rlvr_jax.scoring import score_on_device  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_model_shaper  # noqa: F401  (re-exported)
 from rlvr_jax.scoring.reward_model import reward_params as _reward_params
@@ -293,16 +293,20 @@ def score_on_device_with(state: TrainState, rollout: sampling.Rollout, answers: 
                                            reward_model=reward_model, **kwargs)
 
 
-def decode_layout(params, decode_shardings=None):
+def decode_layout(params, decode_shardings=None, compute_dtype=None):
     """The parameters laid out for decoding.
 
     Training layouts (e.g. FSDP) make every decode step all-gather the weights; a decode
     layout (e.g. replicated, or tensor-parallel) pays one re-layout per rollout instead.
     `decode_shardings` is a pytree of `NamedSharding`s like the params (see
-    `rlvr_jax.sharding.logical_to_mesh_sharding`); None keeps the training layout.
+    `rlvr_jax.sharding.logical_to_mesh_sharding`); None keeps the training layout. With
+    `compute_dtype` the weights are cast first, on their training shards
+    (`decoding.cast_weights`), so the re-layout moves compute-dtype bytes.
     """
     if decode_shardings is None:
         return params
+    if compute_dtype is not None:
+        params = decoding.cast_weights(params, compute_dtype)
     return jax.lax.with_sharding_constraint(params, decode_shardings)
 
 
@@ -314,7 +318,8 @@ def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.Sampling
     """
     @jax.jit
     def sample_fn(params, batch, rng):
-        return sampling.generate(decode_layout(params, decode_shardings), batch["prompt_tokens"],
+        params = decode_layout(params, decode_shardings, model_config.compute_dtype)
+        return sampling.generate(params, batch["prompt_tokens"],
                                  batch["prompt_mask"], rng, model_config=model_config,
                                  sampling_config=sampling_config)
     return sample_fn
@@ -390,7 +395,8 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
     @functools.partial(jax.jit, donate_argnums=(0,))
     def rl_step(state: TrainState, batch: Batch):
         rng, sample_rng, update_rng = step_keys(state.rng)
-        rollout, episodes = sample_rollout(decode_layout(state.params, decode_shardings), batch,
+        rollout, episodes = sample_rollout(decode_layout(state.params, decode_shardings,
+                                                         model_config.compute_dtype), batch,
                                            sample_rng, model_config=model_config,
                                            sampling_config=sampling_config, env=env)
         rewards, reward_metrics = score_rollout(state, rollout, batch["answers"])
