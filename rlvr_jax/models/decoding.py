@@ -171,7 +171,7 @@ _EMBED_UNROLL = 8  # Rows copied per loop iteration (fewer host-side iterations)
 def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
     """The rows of table [V, D] at tokens [B, T] -> [B, T, D]. A decode step (T = 1) on CPU
     copies its B rows in a loop of dynamic slices (same values): XLA's CPU cost model charges
-    a gather fused into its consumer as a read of the whole table (`rlvr_jax.decode_cost`:
+    a gather fused into its consumer as a read of the whole table (`rlvr_jax.perf.decode_cost`:
     the whole [V, D] embedding per step), a loop of slices for the rows it reads."""
     if tokens.shape[1] != 1 or jax.default_backend() != "cpu":
         return jnp.take(table, tokens, axis=0)

@@ -7,8 +7,8 @@ collectives table.
     lowered = lower_rl_step(mc, mesh, rules, workload=Workload(...))
 
 The state is the one a run builds: float32 parameters and AdamW moments sharded by the
-rules, a reference model (`train.reference.reference_params`: the compute dtype) when
-`rl.kl_coef` > 0, a value model for `advantage="gae"`. The model config is used as given
+rules, a reference model (`train.reference`: the compute dtype, on the devices or in host
+memory) when `rl.kl_coef` > 0, a value model for `advantage="gae"`. The model config is used as given
 (its `scan_unroll`, `remat`, attention), so the program is the one the run compiles.
 """
 import dataclasses
@@ -46,8 +46,9 @@ def _abstract(tree, shardings):
                         tree, shardings)
 
 
-def abstract_state(mc, mesh, rules, tx, rl, value_tx=None):
-    """(TrainState of sharded ShapeDtypeStructs, its shardings) as `train.build` places it."""
+def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="device"):
+    """(TrainState of sharded ShapeDtypeStructs, its shardings) as `train.build` places it
+    (the reference in `reference_memory`: "device" or "pinned_host")."""
     from rlvr_jax import models, sharding
     from rlvr_jax.models import transformer
     from rlvr_jax.train import reference
@@ -55,8 +56,8 @@ def abstract_state(mc, mesh, rules, tx, rl, value_tx=None):
     specs = transformer.param_logical_axes(mc)
     params = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
     param_sh = sharding.logical_to_mesh_sharding(specs, mesh, rules, params)
-    ref = jax.eval_shape(lambda p: reference.reference_params(p, mc), params) \
-        if rl.needs_reference else None
+    ref = jax.eval_shape(lambda p: reference.compute_dtype_copy(p, mc.compute_dtype),
+                         params) if rl.needs_reference else None
     value = jax.eval_shape(lambda p: models.init_value_params(mc, jax.random.PRNGKey(0), p),
                            params) if rl.needs_value else None
     state = jax.eval_shape(lambda p, r, v: state_lib.create_train_state(
@@ -68,8 +69,9 @@ def abstract_state(mc, mesh, rules, tx, rl, value_tx=None):
         step=replicated, rng=replicated, data_position=replicated,
         params=param_sh,
         opt_state=sharding.optimizer_state_sharding(tx, params, specs, mesh, rules),
-        ref_params=None if ref is None else sharding.logical_to_mesh_sharding(
-            specs, mesh, rules, ref),
+        ref_params=None if ref is None else jax.tree.map(
+            lambda sh: sh.with_memory_kind(reference_memory),
+            sharding.logical_to_mesh_sharding(specs, mesh, rules, ref)),
         value_params=None if value is None else sharding.logical_to_mesh_sharding(
             value_specs, mesh, rules, value),
         value_opt_state=None if value is None else sharding.optimizer_state_sharding(
@@ -84,7 +86,7 @@ def _rows(mesh, rules, shape, dtype=jnp.int32):
         mesh, sharding.batch_spec(rules, len(shape))))
 
 
-def lower_update(mc, mesh, rules, workload: Workload = Workload()):
+def lower_update(mc, mesh, rules, workload: Workload = Workload(), reference_memory="device"):
     """The split path's update (`step.make_update_fn`) lowered for one batch of B = P·G
     rollouts; returns the `jax.stages.Lowered`."""
     from rlvr_jax import sampling, sharding
@@ -93,7 +95,7 @@ def lower_update(mc, mesh, rules, workload: Workload = Workload()):
     w, rl = workload, workload.rl_config()
     tx = state_lib.make_optimizer(learning_rate=1e-6)
     value_tx = tx if rl.needs_value else None
-    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx)
+    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx, reference_memory)
     b, n, tp = w.prompts * w.samples, w.new_tokens, w.prompt_len
     rollout = sampling.Rollout(
         tokens=_rows(mesh, rules, (b, n)), mask=_rows(mesh, rules, (b, n)),
@@ -106,7 +108,7 @@ def lower_update(mc, mesh, rules, workload: Workload = Workload()):
 
 
 def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window=None,
-                  decode_shardings=None):
+                  decode_shardings=None, reference_memory="device"):
     """The one-program RL step (`step.make_rl_step`: sample, score, update) lowered."""
     from rlvr_jax import sharding
     from rlvr_jax.train import state as state_lib
@@ -114,7 +116,7 @@ def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window
     w, rl = workload, workload.rl_config()
     tx = state_lib.make_optimizer(learning_rate=1e-6)
     value_tx = tx if rl.needs_value else None
-    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx)
+    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx, reference_memory)
     batch = {"prompt_tokens": _rows(mesh, rules, (w.prompts, w.prompt_len)),
              "prompt_mask": _rows(mesh, rules, (w.prompts, w.prompt_len)),
              "answers": _rows(mesh, rules, (w.prompts,))}
