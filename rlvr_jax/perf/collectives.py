@@ -98,12 +98,12 @@ def _sliced(comp, name: str, size: int) -> bool:
         and size % _shape_bytes(shape)[0] == 0 for shape, op in users)
 
 
-def collectives(hlo: str) -> List[Dict]:
-    """Collectives of one run of an HLO module: [{"kind", "dtype", "bytes", "count"}, ...]
-    summed by (kind, dtype), largest bytes first (plus "dynamic_trips": True where a loop of
-    data-dependent length was counted once)."""
+def records(hlo: str) -> List[Dict]:
+    """Every collective instruction of an HLO module: [{"kind", "dtype", "dims" (of the larger
+    of its operand and result: the full tensor), "bytes" (one run), "times" (runs per program
+    run), "dynamic_trips"}]."""
     comps, entry = _parse(hlo)
-    table = defaultdict(lambda: {"bytes": 0, "count": 0, "dynamic_trips": False})
+    out = []
 
     def visit(name: str, times: int, dynamic: bool, depth: int = 0):
         comp = comps.get(name)
@@ -113,16 +113,18 @@ def collectives(hlo: str) -> List[Dict]:
             kind = _OP_KINDS.get(op)
             if kind:
                 args = re.findall(r"%([\w.\-]+)", rest.split(")")[0])
-                operand = sum(_shape_bytes(comp["shapes"].get(a, ""))[0] for a in args)
+                shapes = [comp["shapes"].get(a, "") for a in args]
+                operand = sum(_shape_bytes(x)[0] for x in shapes)
                 result, dtype = _shape_bytes(shape)
-                if kind == "all-reduce" and _sliced(comp, instr_name, result):
-                    kind = "reduce-scatter"
                 if op.endswith("-start"):  # Async result tuples hold operand and result.
                     result = result - operand if result > operand else result
-                row = table[(kind, dtype)]
-                row["bytes"] += max(operand, result) * times
-                row["count"] += times
-                row["dynamic_trips"] |= dynamic
+                if kind == "all-reduce" and _sliced(comp, instr_name, result):
+                    kind = "reduce-scatter"
+                full = shape if result >= operand or not shapes else shapes[0]
+                dims = _SHAPE.search(full)
+                out.append({"kind": kind, "dtype": dtype, "bytes": max(operand, result),
+                            "dims": tuple(int(d) for d in dims.group(2).split(",") if d)
+                            if dims else (), "times": times, "dynamic_trips": dynamic})
             if op == "while":
                 body = re.search(r"body=%?([\w.\-]+)", rest)
                 cond = re.search(r"condition=%?([\w.\-]+)", rest)
@@ -136,6 +138,19 @@ def collectives(hlo: str) -> List[Dict]:
                         visit(c, times, dynamic, depth + 1)
 
     visit(entry, 1, False)
+    return out
+
+
+def collectives(hlo: str) -> List[Dict]:
+    """Collectives of one run of an HLO module: [{"kind", "dtype", "bytes", "count"}, ...]
+    summed by (kind, dtype), largest bytes first (plus "dynamic_trips": True where a loop of
+    data-dependent length was counted once)."""
+    table = defaultdict(lambda: {"bytes": 0, "count": 0, "dynamic_trips": False})
+    for r in records(hlo):
+        row = table[(r["kind"], r["dtype"])]
+        row["bytes"] += r["bytes"] * r["times"]
+        row["count"] += r["times"]
+        row["dynamic_trips"] |= r["dynamic_trips"]
     rows = [{"kind": k, "dtype": dt, **v} for (k, dt), v in table.items()]
     for r in rows:
         if not r["dynamic_trips"]:
@@ -144,18 +159,26 @@ def collectives(hlo: str) -> List[Dict]:
 
 
 def compile_partitioned(lowered, compiler_options=None):
-    """(compiled, the partitioned HLO text) of a `jax.stages.Lowered`, in one compile."""
+    """(compiled, the partitioned HLO text) of a `jax.stages.Lowered`, in one compile (the
+    persistent compilation cache is off for it: a cached executable runs no passes to dump)."""
+    import jax
     tmp = tempfile.mkdtemp(prefix="rlvr_hlo_")
+    cache = jax.config.jax_enable_compilation_cache
     try:
+        jax.config.update("jax_enable_compilation_cache", False)
         options = dict(compiler_options or {}, xla_dump_to=tmp,
                        xla_dump_hlo_pass_re="spmd-partitioning", xla_dump_hlo_as_text=True)
         compiled = lowered.compile(compiler_options=options)
         found = sorted(glob.glob(os.path.join(tmp, "*after_spmd-partitioning*.txt")))
         if not found:  # One device: nothing is partitioned, the compiled module is the program.
+            if len(compiled.input_shardings[0]) and any(
+                    len(s.device_set) > 1 for s in jax.tree.leaves(compiled.input_shardings)):
+                raise RuntimeError("XLA wrote no partitioned module to read the collectives from")
             return compiled, compiled.as_text()
         with open(found[-1]) as f:
             return compiled, f.read()
     finally:
+        jax.config.update("jax_enable_compilation_cache", cache)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
