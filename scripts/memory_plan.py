@@ -47,6 +47,10 @@ def main():
     parser.add_argument("--prompt-len", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=896)
     parser.add_argument("--remat", default="full")
+    parser.add_argument("--attention", default="auto",
+                        help="model.attention: pallas_gpu / splash plan the GPU / TPU kernel")
+    parser.add_argument("--scan-unroll", type=int, default=0,
+                        help="model.scan_unroll of the run (0: unrolled up to 32 layers; 1: scanned)")
     parser.add_argument("--kl-coef", type=float, default=0.001,
                         help="> 0: with the reference model (0: policy only)")
     parser.add_argument("--advantage", default="grpo", help="gae: with a value model")
@@ -69,7 +73,8 @@ def main():
     common = dict(program=args.program, prompt_len=args.prompt_len,
                   new_tokens=args.new_tokens, remat=args.remat, kl_coef=args.kl_coef,
                   advantage=args.advantage, reference_memory=args.reference_memory,
-                  cache_window=window, microbatches=args.microbatches)
+                  cache_window=window, microbatches=args.microbatches,
+                  scan_unroll=args.scan_unroll, attention=args.attention)
     if args.here:
         print(json.dumps(memory_plan.plan(
             args.preset, rules=args.rules, tensor=args.tensor, n_layers=args.layers[0],

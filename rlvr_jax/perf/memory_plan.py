@@ -81,8 +81,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
          new_tokens: int = 896, microbatches: int = 4, logprob_chunk: int = 128,
          kl_coef: float = 0.001, advantage: str = "grpo", dtype: str = "bfloat16",
          param_dtype: str = "float32", remat: str = "full",
-         reference_memory: str = "device", cache_window: Optional[int] = None
-         ) -> Dict[str, Any]:
+         reference_memory: str = "device", cache_window: Optional[int] = None,
+         scan_unroll: Optional[int] = None, attention: str = "auto") -> Dict[str, Any]:
     """Compiles `program` for `preset` on all visible devices; returns per-device bytes.
 
     Args:
@@ -97,6 +97,10 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
       dtype, param_dtype, remat: `ModelConfig` overrides (compute, storage, remat policy).
       reference_memory: "device" or "pinned_host" (`train.reference`).
       cache_window: the sampler's `SamplingConfig.cache_window` (None: automatic).
+      scan_unroll: `ModelConfig.scan_unroll` of the run (None: the model's default, 0).
+      attention: `ModelConfig.attention`: "pallas_gpu" / "splash" compile the GPU / TPU
+        kernel (in Pallas interpret mode on CPU: its block-sized temporaries, not the plain
+        path's [B, H, T, T] scores); "auto": this backend's.
 
     Returns: a JSON-able dict: the configuration, compile seconds, XLA's `memory_analysis()`
     fields, `peak_bytes` (arguments + temporaries + outputs not aliased to donated
@@ -106,7 +110,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
     import jax
     from rlvr_jax import sharding
     from rlvr_jax.perf import collectives, programs
-    mc = model_config(preset, dtype=dtype, param_dtype=param_dtype, remat=remat)
+    mc = model_config(preset, dtype=dtype, param_dtype=param_dtype, remat=remat,
+                      scan_unroll=scan_unroll or 0, attention=attention)
     if n_layers is not None:
         mc = shallow_config(mc, n_layers)
     mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": tensor})
@@ -137,12 +142,13 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
         tree = getattr(tx_state, name)
         out[f"{name}_bytes"] = 0 if tree is None else _per_device_bytes(
             tree, getattr(shardings, name))
-    return {"preset": preset, "n_layers": mc.n_layers, "layer_unroll": mc.layer_unroll,
+    return {"preset": preset, "n_layers": mc.n_layers, "scan_unroll": scan_unroll or 0,
             "devices": jax.device_count(), "rules": rules, "mesh": dict(mesh.shape),
             "program": program, "rows": prompts * samples, "prompt_len": prompt_len,
             "new_tokens": new_tokens, "microbatches": microbatches, "kl_coef": kl_coef,
             "advantage": advantage, "dtype": dtype, "param_dtype": param_dtype, "remat": remat,
-            "reference_memory": reference_memory, "params": mc.num_params(),
+            "reference_memory": reference_memory, "attention": attention,
+            "params": mc.num_params(),
             "compile_s": round(compile_s, 1), "platform": jax.devices()[0].platform,
             **out, "collectives": collectives.collectives(hlo)}
 
