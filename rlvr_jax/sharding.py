@@ -381,30 +381,6 @@ def cast_param(w: jax.Array, logical_names: Tuple[Optional[str], ...], dtype: An
     return constrain_tree(w.astype(dtype), PartitionSpec(*logical_names))
 
 
-def _axes_of(entry) -> Tuple[str, ...]:
-    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
-
-
-def vocab_parallel_specs(batch: int, vocab: int) -> Optional[Tuple[PartitionSpec, PartitionSpec]]:
-    """Mesh specs (rows [B, ...], head [D, V]) of a vocabulary-parallel LM head under the
-    active `activate(...)`: the head split over the mesh axes `vocab` maps to, the rows split
-    over the `batch` axes that are not among them (gathered over those), so the logits
-    [B, C, V] come out vocab-split with no gather of the head and the head's gradient stays
-    on its vocabulary shards. None outside `activate` or when `vocab` is not split."""
-    mesh = jax.sharding.get_abstract_mesh()
-    rules = nn.get_logical_axis_rules()
-    if mesh.empty or not rules:
-        return None
-    spec = logical_to_mesh_spec(PartitionSpec("vocab"), rules, (vocab,), mesh)
-    vocab_axes = _axes_of(spec[0]) if len(spec) else ()
-    if not vocab_axes:
-        return None
-    spec = logical_to_mesh_spec(PartitionSpec("batch"), rules, (batch,), mesh)
-    rows = tuple(a for a in (_axes_of(spec[0]) if len(spec) else ()) if a not in vocab_axes)
-    return (PartitionSpec(rows if len(rows) > 1 else (rows[0] if rows else None)),
-            PartitionSpec(None, vocab_axes if len(vocab_axes) > 1 else vocab_axes[0]))
-
-
 # ----------------------------------------------------------------------------- batches
 
 def batch_spec(rules: Rules, ndim: int = 1) -> PartitionSpec:

@@ -15,8 +15,10 @@ keeps autodiff's dots (the same arithmetic; its program is unchanged).
 import functools
 from typing import Optional, Tuple
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec
 
 from rlvr_jax import sharding
 from rlvr_jax.models import transformer
@@ -43,6 +45,31 @@ def _head_logits_bwd(residuals, g):
 
 
 head_logits.defvjp(_head_logits_fwd, _head_logits_bwd)
+
+
+def _axes_of(entry) -> Tuple[str, ...]:
+    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def vocab_parallel_specs(batch: int, vocab: int
+                         ) -> Optional[Tuple[PartitionSpec, PartitionSpec]]:
+    """Mesh specs (rows [B, ...], head [D, V]) of a vocabulary-parallel LM head under the
+    active `sharding.activate(...)`: the head split over the mesh axes `vocab` maps to, the rows split
+    over the `batch` axes that are not among them (gathered over those), so the logits
+    [B, C, V] come out vocab-split with no gather of the head and the head's gradient stays
+    on its vocabulary shards. None outside `activate` or when `vocab` is not split."""
+    mesh = jax.sharding.get_abstract_mesh()
+    rules = nn.get_logical_axis_rules()
+    if mesh.empty or not rules:
+        return None
+    spec = sharding.logical_to_mesh_spec(PartitionSpec("vocab"), rules, (vocab,), mesh)
+    vocab_axes = _axes_of(spec[0]) if len(spec) else ()
+    if not vocab_axes:
+        return None
+    spec = sharding.logical_to_mesh_spec(PartitionSpec("batch"), rules, (batch,), mesh)
+    rows = tuple(a for a in (_axes_of(spec[0]) if len(spec) else ()) if a not in vocab_axes)
+    return (PartitionSpec(rows if len(rows) > 1 else (rows[0] if rows else None)),
+            PartitionSpec(None, vocab_axes if len(vocab_axes) > 1 else vocab_axes[0]))
 
 
 def _chunk_stats(hidden, targets, head, temperature, with_entropy, rows=None):
@@ -117,7 +144,7 @@ def chunked_logprobs(
     b, t, d = hidden.shape
     n, c = chunk_plan(t, chunk_size)
     head = head.astype(hidden.dtype)
-    specs = sharding.vocab_parallel_specs(b, head.shape[1])
+    specs = vocab_parallel_specs(b, head.shape[1])
     if specs is not None:  # Under a mesh: a vocabulary-parallel head (see the function).
         head = jax.lax.with_sharding_constraint(head, specs[1])
     stats = functools.partial(_chunk_stats, head=head, rows=specs and specs[0],

@@ -162,10 +162,11 @@ def compile_partitioned(lowered, compiler_options=None):
     """(compiled, the partitioned HLO text) of a `jax.stages.Lowered`, in one compile (the
     persistent compilation cache is off for it: a cached executable runs no passes to dump)."""
     import jax
+    from jax._src import compilation_cache as cc  # Its "checked, not used" switch: private.
     tmp = tempfile.mkdtemp(prefix="rlvr_hlo_")
-    cache = jax.config.jax_enable_compilation_cache
+    saved = (cc._cache_checked, cc._cache_used)
     try:
-        jax.config.update("jax_enable_compilation_cache", False)
+        cc._cache_checked, cc._cache_used = True, False
         options = dict(compiler_options or {}, xla_dump_to=tmp,
                        xla_dump_hlo_pass_re="spmd-partitioning", xla_dump_hlo_as_text=True)
         compiled = lowered.compile(compiler_options=options)
@@ -178,7 +179,7 @@ def compile_partitioned(lowered, compiler_options=None):
         with open(found[-1]) as f:
             return compiled, f.read()
     finally:
-        jax.config.update("jax_enable_compilation_cache", cache)
+        cc._cache_checked, cc._cache_used = saved
         shutil.rmtree(tmp, ignore_errors=True)
 
 
