@@ -640,7 +640,7 @@ def part_decode(repeats, steps=16):
 # ----------------------------------------------------------------------------- train diag
 def part_train(repeats):
     """One optimizer step (2 micro-batches of 16 rows) on a fixed rollout, no sampling."""
-    from rlvr_jax import benchmarks
+    from rlvr_jax.perf import benchmarks
     rollout = benchmarks._fake_rollout(MC, P, G, TP, N, seed=5)
     rewards = (jnp.arange(B) % 2).astype(jnp.float32)
     tx = make_tx()

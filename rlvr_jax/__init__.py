@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "advantages", "losses", "evaluation", "models", "sampling", "sharding",
-    "rewards", "scoring", "tasks", "data", "train", "distributed", "benchmarks",
+    "rewards", "scoring", "tasks", "data", "train", "distributed", "perf",
 )
 
 

@@ -24,15 +24,20 @@ import jax
 import numpy as np
 
 from rlvr_jax import multiturn, sampling
+from rlvr_jax.models import decoding
 from rlvr_jax.models.config import ModelConfig
 
 
-def decode_layout(params, decode_shardings=None):
+def decode_layout(params, decode_shardings=None, compute_dtype=None):
     """The parameters laid out for decoding (`decode_shardings`: a pytree of
     `NamedSharding`s like the params, e.g. replicated or tensor-parallel, so that decoding
-    pays one re-layout per rollout instead of an all-gather per step; None keeps them)."""
+    pays one re-layout per rollout instead of an all-gather per step; None keeps them). With
+    `compute_dtype` the weights are cast first, on their training shards
+    (`decoding.cast_weights`), so the re-layout moves compute-dtype bytes."""
     if decode_shardings is None:
         return params
+    if compute_dtype is not None:
+        params = decoding.cast_weights(params, compute_dtype)
     return jax.lax.with_sharding_constraint(params, decode_shardings)
 
 
@@ -78,7 +83,7 @@ class Sampler:
         if not self.traceable:
             raise ValueError(f"{type(self.env).__name__} runs on the host: call the sampler "
                              "outside jit")
-        params = decode_layout(params, self.decode_shardings)
+        params = decode_layout(params, self.decode_shardings, self.model_config.compute_dtype)
         kw = dict(model_config=self.model_config, sampling_config=self.sampling_config)
         if self.env is None:
             return sampling.generate(params, batch["prompt_tokens"], batch["prompt_mask"], rng,

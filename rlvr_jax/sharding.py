@@ -356,6 +356,31 @@ def constrain(x: Any, logical_names: Any, *, mesh: Optional[Mesh] = None,
     return nn.with_logical_constraint(x, logical_names, rules=rules, mesh=mesh)
 
 
+def constrain_tree(tree: Any, logical_specs: Any) -> Any:
+    """Every leaf of `tree` constrained to its logical spec (a pytree like `tree`, e.g.
+    `models.param_logical_axes(config)`) under the active `activate(mesh, rules)`, with the
+    mesh axes that do not divide a dimension dropped (as `logical_to_mesh_sharding`); a no-op
+    outside it. Gradients constrained so reach their FSDP shards by a reduce-scatter."""
+    mesh = jax.sharding.get_abstract_mesh()
+    rules = nn.get_logical_axis_rules()
+    if mesh.empty or not rules:
+        return tree
+    return jax.tree.map(
+        lambda spec, x: jax.lax.with_sharding_constraint(
+            x, logical_to_mesh_spec(spec, rules, x.shape, mesh)),
+        logical_specs, tree, is_leaf=_is_spec)
+
+
+def cast_param(w: jax.Array, logical_names: Tuple[Optional[str], ...], dtype: Any) -> jax.Array:
+    """`w` in `dtype`, cast on its shards: the result is constrained to `w`'s own layout, so
+    a later all-gather moves `dtype` (bf16) bytes, and in the backward pass the gradient
+    reaches the shards by a reduce-scatter in `dtype` before the cast back. A plain no-op when
+    `w` already has `dtype` or outside `activate(...)`."""
+    if w.dtype == jax.numpy.dtype(dtype):
+        return w
+    return constrain_tree(w.astype(dtype), PartitionSpec(*logical_names))
+
+
 # ----------------------------------------------------------------------------- batches
 
 def batch_spec(rules: Rules, ndim: int = 1) -> PartitionSpec:

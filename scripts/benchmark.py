@@ -14,14 +14,14 @@ scoring; one JSON object each.
     python scripts/benchmark.py scoring --verifier task|math|math_verify --count 1024 \
         --workers 0 1 2
 
-See rlvr_jax/benchmarks.py for what each measures and docs/performance.md for results.
+See rlvr_jax/perf/benchmarks.py for what each measures and docs/performance.md for results.
 """
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rlvr_jax.benchmarks import main  # noqa: E402
+from rlvr_jax.perf.benchmarks import main  # noqa: E402
 
 if __name__ == "__main__":
     from rlvr_jax.train.cli import script_main

@@ -1,9 +1,10 @@
-"""rlvr_jax.decode_cost: the bytes of a decode step and of a rollout against their minimum."""
+"""rlvr_jax.perf.decode_cost: the bytes of a decode step and of a rollout against their minimum."""
 import jax
 import jax.numpy as jnp
 import pytest
 
-from rlvr_jax import decode_cost, sampling
+from rlvr_jax import sampling
+from rlvr_jax.perf import decode_cost
 
 
 def test_fused_gather_overcount_is_the_table_minus_its_gathered_rows():

@@ -1,9 +1,9 @@
-"""Tests for rlvr_jax.memory_plan's bookkeeping.
+"""Tests for rlvr_jax.perf.memory_plan's bookkeeping.
 
 Compiling the RL step itself (`memory_plan.plan`) takes over a minute on 2 CPU cores, so it is
 exercised by `scripts/memory_plan.py` (docs/performance.md), not here.
 """
-from rlvr_jax import memory_plan
+from rlvr_jax.perf import memory_plan
 
 
 def test_per_device_bytes_follow_the_sharding():

@@ -442,7 +442,7 @@ def test_lm_head_backward_runs_in_the_compute_dtype():
     K terms: γ_K ≪ u_bf16, counted as a second u_bf16) plus the result's rounding to bf16
     (u_bf16·|ref|); u_bf16 = 2^-8 (8 significand bits). No float32 × float32 dot over the
     vocabulary is left in the lowered program (it has one per backward dot in float32)."""
-    from rlvr_jax import update_cost
+    from rlvr_jax.perf import update_cost
     u_bf16 = 2.0 ** -8
     rng = np.random.default_rng(8)
     hidden = jnp.asarray(rng.normal(size=(2, 5, 16)), jnp.bfloat16)

@@ -496,7 +496,7 @@ def test_decode_step_bytes_stay_near_their_minimum(tiny_config):
     stacked arrays, transposed K/V copies, a rolled Threefry loop); after issue 18, 776,821
     (minimum 407,808: weights + valid K/V + logits). Fails if it grows past 1.1× that.
     """
-    from rlvr_jax import decode_cost
+    from rlvr_jax.perf import decode_cost
     cost = decode_cost.step_cost(tiny_config, prompts=4, samples=2, prompt_len=8,
                                  new_tokens=24, step=8)
     assert cost["bytes_accessed"] <= 1.1 * DECODE_STEP_BYTES, cost
@@ -506,7 +506,8 @@ def test_decode_step_bytes_stay_near_their_minimum(tiny_config):
 def test_sample_benchmark_at_real_lengths_stops_each_row_at_its_drawn_length(capsys):
     """`benchmark.py sample --lengths real`: rows end at `workloads.completion_lengths`, and
     the useful fraction is reported (16 rows, compacted to 8 once at most 8 are live)."""
-    from rlvr_jax import benchmarks, workloads
+    from rlvr_jax import workloads
+    from rlvr_jax.perf import benchmarks
     benchmarks.main(["sample", "--preset", "tiny", "--prompts", "2", "--samples", "8",
                      "--prompt-len", "8", "--new-tokens", "32", "--lengths", "real",
                      "--compact-ratio", "0.5", "--repeats", "1"])

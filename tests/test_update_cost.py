@@ -1,10 +1,11 @@
-"""`scripts/benchmark.py train --compile-only` (`rlvr_jax.update_cost`): the real-length
+"""`scripts/benchmark.py train --compile-only` (`rlvr_jax.perf.update_cost`): the real-length
 workload's padded fraction, FLOPs overhead and float32 vocabulary dots, on the tiny model."""
 import json
 
 import numpy as np
 
-from rlvr_jax import benchmarks, update_cost, workloads
+from rlvr_jax import workloads
+from rlvr_jax.perf import benchmarks, update_cost
 from rlvr_jax.models import presets
 
 ARGS = ["train", "--compile-only", "--preset", "tiny", "--dtype", "bfloat16", "--prompts", "4",

@@ -37,6 +37,21 @@ Prepared = Dict[str, Any]
 CACHE_AXES = ("batch", "kv_heads", "length", "kv")  # Logical axes of one layer's k or v.
 
 
+def cast_weights(params: Dict[str, Any], dtype) -> Dict[str, Any]:
+    """`params` with every floating leaf but the norm scales ("scale") in `dtype`, the
+    values the forward reads (it casts kernels, biases, the embedding and the LM head to the
+    compute dtype and reads norm scales in float32). Cast where the leaves live: a re-layout
+    after it (`train.step.decode_layout`) moves `dtype` bytes. LoRA adapters and a quantized
+    base's block scales stay as they are (`prepare_params` merges and dequantizes them)."""
+    keep = ("_lora_a", "_lora_b", "_scales")  # (models.lora's and models.quant's suffixes)
+
+    def leaf(path, w):
+        name = getattr(path[-1], "key", "")
+        floating = jnp.issubdtype(w.dtype, jnp.floating)
+        return w if name == "scale" or name.endswith(keep) or not floating else w.astype(dtype)
+    return jax.tree_util.tree_map_with_path(leaf, params)
+
+
 def prepare_params(params: Dict[str, Any], config: ModelConfig,
                    merge_adapters: bool = True) -> Prepared:
     """The parameters as the cached forward reads them (call once per rollout).
@@ -185,7 +200,7 @@ _EMBED_UNROLL = 8  # Rows copied per loop iteration (fewer host-side iterations)
 def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
     """The rows of table [V, D] at tokens [B, T] -> [B, T, D]. A decode step (T = 1) on CPU
     copies its B rows in a loop of dynamic slices (same values): XLA's CPU cost model charges
-    a gather fused into its consumer as a read of the whole table (`rlvr_jax.decode_cost`:
+    a gather fused into its consumer as a read of the whole table (`rlvr_jax.perf.decode_cost`:
     the whole [V, D] embedding per step), a loop of slices for the rows it reads."""
     if tokens.shape[1] != 1 or jax.default_backend() != "cpu":
         return jnp.take(table, tokens, axis=0)

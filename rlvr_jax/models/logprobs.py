@@ -15,9 +15,12 @@ keeps autodiff's dots (the same arithmetic; its program is unchanged).
 import functools
 from typing import Optional, Tuple
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec
 
+from rlvr_jax import sharding
 from rlvr_jax.models import transformer
 from rlvr_jax.models.config import ModelConfig
 
@@ -44,12 +47,40 @@ def _head_logits_bwd(residuals, g):
 head_logits.defvjp(_head_logits_fwd, _head_logits_bwd)
 
 
-def _chunk_stats(hidden, targets, head, temperature, with_entropy):
-    """Log-prob of `targets` and entropy for one chunk. hidden [B, C, D], targets [B, C].
+def _axes_of(entry) -> Tuple[str, ...]:
+    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def vocab_parallel_specs(batch: int, vocab: int
+                         ) -> Optional[Tuple[PartitionSpec, PartitionSpec]]:
+    """Mesh specs (rows [B, ...], head [D, V]) of a vocabulary-parallel LM head under the
+    active `sharding.activate(...)`: the head split over the mesh axes `vocab` maps to, the rows split
+    over the `batch` axes that are not among them (gathered over those), so the logits
+    [B, C, V] come out vocab-split with no gather of the head and the head's gradient stays
+    on its vocabulary shards. None outside `activate` or when `vocab` is not split."""
+    mesh = jax.sharding.get_abstract_mesh()
+    rules = nn.get_logical_axis_rules()
+    if mesh.empty or not rules:
+        return None
+    spec = sharding.logical_to_mesh_spec(PartitionSpec("vocab"), rules, (vocab,), mesh)
+    vocab_axes = _axes_of(spec[0]) if len(spec) else ()
+    if not vocab_axes:
+        return None
+    spec = sharding.logical_to_mesh_spec(PartitionSpec("batch"), rules, (batch,), mesh)
+    rows = tuple(a for a in (_axes_of(spec[0]) if len(spec) else ()) if a not in vocab_axes)
+    return (PartitionSpec(rows if len(rows) > 1 else (rows[0] if rows else None)),
+            PartitionSpec(None, vocab_axes if len(vocab_axes) > 1 else vocab_axes[0]))
+
+
+def _chunk_stats(hidden, targets, head, temperature, with_entropy, rows=None):
+    """Log-prob of `targets` and entropy for one chunk. hidden [B, C, D], targets [B, C];
+    `rows`: the mesh spec of the rows of a vocabulary-parallel head (or None).
 
     One pass of exponentials serves both: with e = exp(z − max z) and s = Σ_v e_v,
     logz = max z + log s and H = logz − Σ_v e_v z_v / s.
     """
+    if rows is not None:
+        hidden, targets = (jax.lax.with_sharding_constraint(x, rows) for x in (hidden, targets))
     if hidden.dtype == jnp.float32:  # Autodiff's dots are already float32: same program.
         logits = jnp.einsum("bcd,dv->bcv", hidden, head, preferred_element_type=jnp.float32)
     else:
@@ -112,7 +143,11 @@ def chunked_logprobs(
         raise ValueError(f"temperature must be positive, got {temperature}")
     b, t, d = hidden.shape
     n, c = chunk_plan(t, chunk_size)
-    stats = functools.partial(_chunk_stats, head=head.astype(hidden.dtype),
+    head = head.astype(hidden.dtype)
+    specs = vocab_parallel_specs(b, head.shape[1])
+    if specs is not None:  # Under a mesh: a vocabulary-parallel head (see the function).
+        head = jax.lax.with_sharding_constraint(head, specs[1])
+    stats = functools.partial(_chunk_stats, head=head, rows=specs and specs[0],
                               temperature=temperature, with_entropy=with_entropy)
     if n == 1:  # The logits of one chunk exist anyway: keep them for the backward pass.
         logp, ent = stats(hidden, targets)
@@ -164,7 +199,8 @@ def completion_logprobs(
     hidden, _ = transformer.forward(params, tokens, config=config,
                                     attention_mask=attention_mask, return_hidden=True)
     return chunked_logprobs(hidden[:, -num_new - 1:-1], tokens[:, -num_new:],
-                            transformer.head_matrix(params, config), temperature=temperature,
+                            transformer.head_matrix(params, config, config.compute_dtype),
+                            temperature=temperature,
                             chunk_size=chunk_size, with_entropy=with_entropy)
 
 
@@ -197,7 +233,7 @@ def sequence_logprobs(
     hidden, _ = transformer.forward(params, tokens, config=config,
                                     attention_mask=attention_mask, return_hidden=True)
     logp, ent = chunked_logprobs(hidden[:, :-1], tokens[:, 1:],
-                                 transformer.head_matrix(params, config),
+                                 transformer.head_matrix(params, config, config.compute_dtype),
                                  temperature=temperature, chunk_size=chunk_size,
                                  with_entropy=with_entropy)
     zero = jnp.zeros_like(logp[:, :1])

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlvr_jax import sharding
 from rlvr_jax.models import attention as attention_lib
 from rlvr_jax.models import lora as lora_lib
 from rlvr_jax.models import quant
@@ -48,14 +49,16 @@ def _param(module, name, init, shape, names, dtype):
 
 
 def _kernel(module, target, init, shape, names, cfg: ModelConfig):
-    """The `<target>_kernel` [*shape] in the compute dtype: dequantized on the fly when the
-    tree holds it quantized (`models.quant`, QLoRA's frozen base)."""
+    """The `<target>_kernel` [*shape] in the compute dtype, cast on its shards
+    (`sharding.cast_param`: a later gather moves compute-dtype bytes); dequantized on the fly
+    when the tree holds it quantized (`models.quant`, QLoRA's frozen base)."""
     name = f"{target}_kernel"
     if module.has_variable("params", name + quant.CODES):
         return quant.dequantize(module.get_variable("params", name + quant.CODES),
                                 module.get_variable("params", name + quant.SCALES), shape,
                                 cfg.compute_dtype)
-    return _param(module, name, init, shape, names, cfg.storage_dtype).astype(cfg.compute_dtype)
+    w = _param(module, name, init, shape, names, cfg.storage_dtype)
+    return sharding.cast_param(w, names, cfg.compute_dtype)  # Cast on the shards.
 
 
 def _adapted(module, target, x, y, cfg: ModelConfig):
@@ -167,7 +170,7 @@ class Attention(nn.Module):
             if cfg.qkv_bias:
                 b = _param(self, f"{name}_bias", nn.initializers.zeros, (heads, cfg.head_dim),
                            (axis, "kv"), pdt)
-                y = y + b.astype(dt)[None, None]
+                y = y + sharding.cast_param(b, (axis, "kv"), dt)[None, None]
             return y
 
         q = nn.with_logical_constraint(proj("q", cfg.n_heads, "heads"),
@@ -267,9 +270,10 @@ class Transformer(nn.Module):
         )(cfg, name="layers")
         self.final_norm = RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed")
 
-    def head_matrix(self):
-        """The [D, V] output projection (the transposed embedding when tied)."""
-        return self.embed.T if self.config.tie_embeddings else self.lm_head
+    def head_matrix(self, dtype=None):
+        """The [D, V] output projection (the transposed embedding when tied), cast to `dtype`
+        on its shards when given."""
+        return _head(self.embed, None if self.config.tie_embeddings else self.lm_head, dtype)
 
     def __call__(self, tokens, positions, segment_ids, return_hidden):
         cfg = self.config
@@ -281,7 +285,7 @@ class Transformer(nn.Module):
         x = self.final_norm(x)
         if return_hidden:
             return x
-        return jnp.einsum("btd,dv->btv", x, self.head_matrix().astype(cfg.compute_dtype),
+        return jnp.einsum("btd,dv->btv", x, self.head_matrix(cfg.compute_dtype),
                           preferred_element_type=jnp.float32)
 
 
@@ -381,9 +385,16 @@ def forward(
     return out, None
 
 
-def head_matrix(params: Params, config: ModelConfig) -> jax.Array:
-    """The [D, V] LM-head matrix in the parameter dtype (embedding.T when tied)."""
-    return params["embed"].T if config.tie_embeddings else params["lm_head"]
+def _head(embed, lm_head, dtype):
+    if lm_head is not None:
+        return lm_head if dtype is None else sharding.cast_param(lm_head, ("embed", "vocab"), dtype)
+    return (embed if dtype is None else sharding.cast_param(embed, ("vocab", "embed"), dtype)).T
+
+
+def head_matrix(params: Params, config: ModelConfig, dtype=None) -> jax.Array:
+    """The [D, V] LM-head matrix (embedding.T when tied) in the parameter dtype, or cast to
+    `dtype` on its shards (so an FSDP gather of it moves `dtype` bytes)."""
+    return _head(params["embed"], None if config.tie_embeddings else params["lm_head"], dtype)
 
 
 def init_cache(config: ModelConfig, batch: int, max_len: int, dtype=None) -> Cache:

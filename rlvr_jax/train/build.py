@@ -7,14 +7,13 @@ held-out evaluator and the RL step program (`step.make_step`). None of them trai
 from typing import Tuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from rlvr_jax import distributed, evaluation, models, multiturn, sampling, scoring, sharding
 from rlvr_jax.data import datasets
 from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import adaptive, adapters
+from rlvr_jax.train import adaptive, adapters, reference
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.rl_config import RLConfig
@@ -440,17 +439,18 @@ def reward_model_params(config, reward_model, placer: Placer):
 
 
 def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config, init_rng,
-             rl_rng, reward_params=None) -> state_lib.TrainState:
-    """The RL TrainState: policy (+ reference copy, + value model from the policy, + a frozen
-    reward model's parameters, already placed), placed."""
+             rl_rng, reward_params=None, reference_memory="device") -> state_lib.TrainState:
+    """The RL TrainState: policy (+ reference model, `reference.reference_params`: the compute
+    dtype, in `reference_memory`; + value model from the policy, + a frozen reward model's
+    parameters, already placed), placed."""
     value_params = None
     if rl.needs_value:  # PPO: a value model initialised from the (warmed-up) policy.
         value_params = placer.value_params(models.init_value_params(
             model_config, init_rng, adapters.full_weights(params, model_config)))
     state = state_lib.create_train_state(
         params, tx, rl_rng,
-        ref_params=jax.tree.map(jnp.copy, params) if rl.needs_reference and not
-        lora.has_adapters(params) else None,  # LoRA: the reference is the base (no copy).
+        ref_params=reference.reference_params(params, model_config, reference_memory)
+        if rl.needs_reference and not lora.has_adapters(params) else None,  # LoRA: the base.
         value_params=value_params, value_tx=value_tx,
         kl_coef=rl.kl_coef if rl.adaptive_kl else None, reward_params=reward_params)
     state = placer.scalars(state.replace(opt_state=placer.opt_state(state.opt_state, tx, params)))

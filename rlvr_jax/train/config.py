@@ -208,6 +208,8 @@ def _evaluation_and_placement(c: ml_collections.ConfigDict) -> None:
     c.mesh.dcn_tensor = 1            # (1 on a single slice or host.)
     c.mesh.rules = "fsdp"            # dp | fsdp | fsdp_tp.
     c.mesh.num_devices = 0           # 0: all devices; n: the first n (e.g. 1 for a CPU test).
+    c.mesh.reference_memory = "device"  # The KL reference model (compute dtype): device |
+    #                                  pinned_host (host memory, copied in for its pass; 7B+).
 
     c.checkpoint = ml_collections.ConfigDict()  # Orbax checkpoints in workdir/checkpoints.
     c.checkpoint.every = 0           # RL steps between checkpoints (0: off); the last step too.

@@ -278,7 +278,8 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
                                     jax.random.fold_in(r.keys["init"], 1))   # the adapters.
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
-                           reward_params=build.reward_model_params(config, rm, r.placer))
+                           reward_params=build.reward_model_params(config, rm, r.placer),
+                           reference_memory=config.mesh.reference_memory)
     program = build.rl_program(r.rl, r.sampler, r.scorer, tx, value_tx)
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)

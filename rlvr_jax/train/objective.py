@@ -35,8 +35,9 @@ def packed_logprobs(params, mb: packing.Micro, *, model_config: ModelConfig,
     micro-batch (0 outside it), from its [R, L] rows."""
     hidden, _ = transformer.forward(params, mb.tokens, mb.positions, config=model_config,
                                     segment_ids=mb.segments, return_hidden=True)
+    head = transformer.head_matrix(params, model_config, model_config.compute_dtype)
     logp, ent = logprobs.chunked_logprobs(
-        hidden[:, :-1], mb.tokens[:, 1:], transformer.head_matrix(params, model_config),
+        hidden[:, :-1], mb.tokens[:, 1:], head,
         temperature=temperature, chunk_size=chunk, with_entropy=with_entropy)
     pad = lambda x: jnp.pad(x, ((0, 0), (0, 1)))  # noqa: E731  (the last slot predicts nothing)
     return (packing.unpack(pad(logp), mb),

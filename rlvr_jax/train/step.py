@@ -22,10 +22,10 @@ import jax.numpy as jnp
 import optax
 
 from rlvr_jax import advantages as adv_lib
-from rlvr_jax import losses, sampling, scoring
-from rlvr_jax.models import ModelConfig
+from rlvr_jax import losses, models, sampling, scoring
+from rlvr_jax.models import ModelConfig, lora, transformer
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import microbatch, objective
+from rlvr_jax.train import microbatch, objective, reference
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
@@ -94,9 +94,9 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
       policy's log-probs [B, N] when computed (KL in the reward needs them) else None).
     """
     def logprobs_of(params, with_entropy=False):
-        return microbatch.scoring_passes(lambda x: objective.logprobs_of(
-            params, x, model_config=model_config, temperature=temperature,
-            chunk=rl.logprob_chunk, with_entropy=with_entropy), exp, rl)
+        return microbatch.scoring_passes(lambda p, x: objective.logprobs_of(
+            p, x, model_config=model_config, temperature=temperature,
+            chunk=rl.logprob_chunk, with_entropy=with_entropy), exp, rl, params)
 
     want_entropy = rl.entropy_keep_fraction < 1.0
     current = None
@@ -104,12 +104,12 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
         current, ent = logprobs_of(state.params, with_entropy=want_entropy)
         exp = exp.replace(old_logp=current if rl.needs_old_logprobs else None, entropy=ent)
     if rl.needs_reference:
-        exp = exp.replace(ref_logp=logprobs_of(reference_params(state))[0])
+        exp = exp.replace(ref_logp=logprobs_of(reference.on_device(reference_params(state)))[0])
         if rl.kl_in_reward and current is None:
             current = logprobs_of(state.params)[0]
     if rl.needs_value:
-        exp = exp.replace(old_values=microbatch.scoring_passes(lambda x: objective.values_of(
-            state.value_params, x, model_config=model_config), exp, rl))
+        exp = exp.replace(old_values=microbatch.scoring_passes(lambda p, x: objective.values_of(
+            p, x, model_config=model_config), exp, rl, state.value_params))
     return exp, current
 
 
@@ -183,6 +183,9 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
         has_aux=True)
     value_grad_fn = jax.value_and_grad(functools.partial(
         objective.value_objective, model_config=model_config, algo=algo), has_aux=True)
+    specs = lora.specs_like(transformer.param_logical_axes(model_config), trainable,
+                            model_config)  # The gradients' FSDP shards (LoRA: the adapters').
+    value_specs = None if algo.value_loss is None else models.value_logical_axes(model_config)
 
     def minibatch_step(carry, rows):
         params, opt_state, vparams, vopt_state = carry
@@ -192,7 +195,7 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
             mb = mb.replace(entropy=None, entropy_mask=losses.high_entropy_mask(
                 mb.entropy, mb.mask, keep_fraction=rl.entropy_keep_fraction))
         accumulate, padded = microbatch.micro_batches(mb, rl)
-        loss, grads, mets = accumulate(grad_fn, params, counts=counts)
+        loss, grads, mets = accumulate(grad_fn, params, counts=counts, specs=specs)
         mets["update/padded_fraction"] = padded
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
@@ -200,7 +203,8 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
         if mb.entropy_mask is not None:
             mets["train/entropy_kept_fraction"] = jnp.sum(mb.entropy_mask) / counts["num_tokens"]
         if algo.value_loss is not None:
-            vloss, vgrads, vmets = accumulate(value_grad_fn, vparams, counts=counts)
+            vloss, vgrads, vmets = accumulate(value_grad_fn, vparams, counts=counts,
+                                              specs=value_specs)
             vupdates, vopt_state = value_tx.update(vgrads, vopt_state, vparams)
             vparams = optax.apply_updates(vparams, vupdates)
             mets.update(vmets)
@@ -211,8 +215,8 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
     (params, opt_state, vparams, vopt_state), mets = jax.lax.scan(minibatch_step, carry, order)
     mets = jax.tree.map(jnp.mean, mets)
     mets["train/update_norm"] = optax.tree.norm(jax.tree.map(jnp.subtract, params, trainable))
-    return state.replace(params=join_trainable(params, frozen), opt_state=opt_state, value_params=vparams,
-                         value_opt_state=vopt_state,
+    return state.replace(params=join_trainable(params, frozen), opt_state=opt_state,
+                         value_params=vparams, value_opt_state=vopt_state,
                          step=state.step + rl.epochs * rl.minibatches), mets
 
 

@@ -146,16 +146,10 @@ BENCH_SHAPE = dict(family="qwen2", vocab_size=8192, d_model=256, n_layers=4, n_h
                    qkv_bias=True, tie_embeddings=True)  # The peer A/B bench model (6.03M params).
 
 
-def decode_step_cost(*args, **kwargs):
-    """Moved to `rlvr_jax.decode_cost.step_cost` (same arguments and result)."""
-    from rlvr_jax import decode_cost
-    return decode_cost.step_cost(*args, **kwargs)
-
-
 def decode_cost_command(args):
     """Bytes and flops of one decode step and of a whole rollout (XLA cost_analysis) against
-    their byte minimum (`rlvr_jax.decode_cost`)."""
-    from rlvr_jax import decode_cost
+    their byte minimum (`rlvr_jax.perf.decode_cost`)."""
+    from rlvr_jax.perf import decode_cost
     mc = _model_config(args.preset, args.dtype)
     shape = (args.prompts, args.samples, args.prompt_len, args.new_tokens)
     out = {"benchmark": "decode_cost", "preset": args.preset, "dtype": args.dtype}
@@ -201,10 +195,10 @@ def add_decode_cost_parser(subparsers):
 
 def _update_cost_command(args):
     """`train --compile-only`: padded fraction, FLOPs overhead and float32 vocab dots of the
-    compiled update (`rlvr_jax.update_cost`), one minibatch, one log-prob chunk; packed rows
+    compiled update (`rlvr_jax.perf.update_cost`), one minibatch, one log-prob chunk; packed rows
     of Tp + N at real lengths unless `--pack-length` says otherwise."""
     import dataclasses
-    from rlvr_jax import update_cost
+    from rlvr_jax.perf import update_cost
     mc, sc, rl = _update_configs(args)
     chunk = max(args.new_tokens, rl.pack_length)  # One log-prob chunk: no loop to miscount.
     rl = dataclasses.replace(rl, logprob_chunk=chunk,
@@ -268,7 +262,7 @@ def train_command(args):
     """Policy update (forward + backward + AdamW) of B×(Tp+N) tokens: tokens/s and MFU
     (--compile-only: padded fraction, FLOPs overhead, float32 vocab dots; nothing runs)."""
     import jax.numpy as jnp
-    from rlvr_jax import update_cost
+    from rlvr_jax.perf import update_cost
     from rlvr_jax.train import step as step_lib
 
     if args.compile_only:
@@ -365,7 +359,7 @@ def add_train_parser(subparsers):
                    help="forced: every row full; real: rlvr_jax.workloads' length draws")
     p.add_argument("--compile-only", action="store_true",
                    help="compile from abstract inputs only; report padded_fraction, "
-                        "flops_overhead and f32_vocab_dots (rlvr_jax.update_cost)")
+                        "flops_overhead and f32_vocab_dots (rlvr_jax.perf.update_cost)")
     p.set_defaults(func=train_command)
 
 

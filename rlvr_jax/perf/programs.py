@@ -1,0 +1,131 @@
+"""The training programs of a model shape on a mesh, lowered from abstract sharded inputs
+(`jax.ShapeDtypeStruct` + `NamedSharding`; nothing is allocated), for the memory plan and the
+collectives table.
+
+    mesh, rules = sharding.make_mesh({"fsdp": -1}), sharding.get_rules("fsdp")
+    lowered = lower_update(mc, mesh, rules, workload=Workload(...))
+    lowered = lower_rl_step(mc, mesh, rules, workload=Workload(...))
+
+The state is the one a run builds: float32 parameters and AdamW moments sharded by the
+rules, a reference model (`train.reference`: the compute dtype, on the devices or in host
+memory) when `rl.kl_coef` > 0, a value model for `advantage="gae"`. The model config is used as given
+(its `scan_unroll`, `remat`, attention), so the program is the one the run compiles.
+"""
+import dataclasses
+from typing import Any, Tuple
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """One RL step: P prompts × G samples of Tp prompt + N new tokens, and the update's
+    `RLConfig` fields (any `rl_config.RLConfig` keyword in `rl`)."""
+    prompts: int = 32
+    samples: int = 8
+    prompt_len: int = 128
+    new_tokens: int = 896
+    rl: Tuple[Tuple[str, Any], ...] = (("microbatches", 4), ("logprob_chunk", 128),
+                                       ("kl_coef", 0.001))
+
+    def rl_config(self):
+        from rlvr_jax.train.rl_config import RLConfig
+        return RLConfig(num_prompts=self.prompts, **dict(self.rl))
+
+    def sampling_config(self, cache_window=None):
+        from rlvr_jax import sampling
+        return sampling.SamplingConfig(temperature=1.0, max_new_tokens=self.new_tokens,
+                                       num_samples=self.samples, stop_token_ids=(1,),
+                                       pad_id=0, cache_window=cache_window)
+
+
+def _abstract(tree, shardings):
+    return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+                        tree, shardings)
+
+
+def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="device"):
+    """(TrainState of sharded ShapeDtypeStructs, its shardings) as `train.build` places it
+    (the reference in `reference_memory`: "device" or "pinned_host")."""
+    from rlvr_jax import models, sharding
+    from rlvr_jax.models import transformer
+    from rlvr_jax.train import reference
+    from rlvr_jax.train import state as state_lib
+    specs = transformer.param_logical_axes(mc)
+    params = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
+    param_sh = sharding.logical_to_mesh_sharding(specs, mesh, rules, params)
+    ref = jax.eval_shape(lambda p: reference.compute_dtype_copy(p, mc.compute_dtype),
+                         params) if rl.needs_reference else None
+    value = jax.eval_shape(lambda p: models.init_value_params(mc, jax.random.PRNGKey(0), p),
+                           params) if rl.needs_value else None
+    state = jax.eval_shape(lambda p, r, v: state_lib.create_train_state(
+        p, tx, jax.random.PRNGKey(0), ref_params=r, value_params=v, value_tx=value_tx,
+        kl_coef=rl.kl_coef if rl.adaptive_kl else None), params, ref, value)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    value_specs = models.value_logical_axes(mc) if value is not None else None
+    shardings = state.replace(
+        step=replicated, rng=replicated, data_position=replicated,
+        params=param_sh,
+        opt_state=sharding.optimizer_state_sharding(tx, params, specs, mesh, rules),
+        ref_params=None if ref is None else jax.tree.map(
+            lambda sh: sh.with_memory_kind(reference_memory),
+            sharding.logical_to_mesh_sharding(specs, mesh, rules, ref)),
+        value_params=None if value is None else sharding.logical_to_mesh_sharding(
+            value_specs, mesh, rules, value),
+        value_opt_state=None if value is None else sharding.optimizer_state_sharding(
+            value_tx, value, value_specs, mesh, rules),
+        kl_coef=None if state.kl_coef is None else replicated)
+    return _abstract(state, shardings), shardings
+
+
+def _rows(mesh, rules, shape, dtype=jnp.int32):
+    from rlvr_jax import sharding
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(
+        mesh, sharding.batch_spec(rules, len(shape))))
+
+
+def lower_update(mc, mesh, rules, workload: Workload = Workload(), reference_memory="device"):
+    """The split path's update (`step.make_update_fn`) lowered for one batch of B = P·G
+    rollouts; returns the `jax.stages.Lowered`."""
+    from rlvr_jax import sampling, sharding
+    from rlvr_jax.train import state as state_lib
+    from rlvr_jax.train import step as step_lib
+    w, rl = workload, workload.rl_config()
+    tx = state_lib.make_optimizer(learning_rate=1e-6)
+    value_tx = tx if rl.needs_value else None
+    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx, reference_memory)
+    b, n, tp = w.prompts * w.samples, w.new_tokens, w.prompt_len
+    rollout = sampling.Rollout(
+        tokens=_rows(mesh, rules, (b, n)), mask=_rows(mesh, rules, (b, n)),
+        logprobs=_rows(mesh, rules, (b, n), jnp.float32), lengths=_rows(mesh, rules, (b,)),
+        finished=_rows(mesh, rules, (b,), jnp.bool_), prompt_tokens=_rows(mesh, rules, (b, tp)),
+        prompt_mask=_rows(mesh, rules, (b, tp)))
+    fn = step_lib.make_update_fn(mc, w.sampling_config(), rl, tx, value_tx=value_tx)
+    with sharding.activate(mesh, rules):
+        return fn.lower(state, rollout, _rows(mesh, rules, (b,), jnp.float32))
+
+
+def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window=None,
+                  decode_shardings=None, reference_memory="device"):
+    """The one-program RL step (`step.make_rl_step`: sample, score, update) lowered."""
+    from rlvr_jax import sharding
+    from rlvr_jax.train import state as state_lib
+    from rlvr_jax.train import step as step_lib
+    w, rl = workload, workload.rl_config()
+    tx = state_lib.make_optimizer(learning_rate=1e-6)
+    value_tx = tx if rl.needs_value else None
+    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx, reference_memory)
+    batch = {"prompt_tokens": _rows(mesh, rules, (w.prompts, w.prompt_len)),
+             "prompt_mask": _rows(mesh, rules, (w.prompts, w.prompt_len)),
+             "answers": _rows(mesh, rules, (w.prompts,))}
+
+    def verifier(tokens, mask, answers):  # A stand-in: reward 1 if the first token is even.
+        del mask, answers
+        return (tokens[:, 0] % 2 == 0).astype(jnp.float32)
+
+    fn = step_lib.make_rl_step(mc, w.sampling_config(cache_window), rl, tx, verifier,
+                               value_tx=value_tx, decode_shardings=decode_shardings)
+    with sharding.activate(mesh, rules):
+        return fn.lower(state, batch)

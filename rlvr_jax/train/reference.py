@@ -1,0 +1,68 @@
+"""The frozen models of an RL step (the KL term's reference; a frozen reward or value model
+takes the same choice): their weights in the compute dtype, on the devices or in host memory.
+
+    ref = reference_params(params, model_config)                       # bf16 on the devices
+    ref = reference_params(params, model_config, memory="pinned_host") # in host memory
+    ...inside the step: on_device(state.ref_params) for the reference's scoring pass
+
+Why the compute dtype: the forward casts every kernel, bias, embedding and LM head to the
+compute dtype before it uses it (norm scales are read in float32), so a reference stored
+that way computes bit for bit the policy's logits at step 0 and costs half the bytes of a
+float32 copy in a bf16 model. Host memory ("pinned_host") keeps the reference off the
+devices for the whole update (the step's memory peak); `on_device` copies it in for its one
+scoring pass (the whole tree: per-layer streaming is not implemented). Where the backend has
+no "pinned_host" memory, `reference_params` raises a one-line error.
+"""
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+
+MEMORIES = ("device", "pinned_host")
+
+
+def compute_dtype_copy(params: Any, dtype: Any) -> Any:
+    """A copy of `params` with every floating leaf but the norm scales ("scale") in `dtype`
+    (never an alias of `params`: the RL step donates its state)."""
+    def leaf(path, w):
+        name = getattr(path[-1], "key", "")
+        if name == "scale" or not jnp.issubdtype(w.dtype, jnp.floating) or w.dtype == dtype:
+            return jnp.copy(w)
+        return w.astype(dtype)
+    return jax.tree_util.tree_map_with_path(leaf, params)
+
+
+def reference_params(params: Any, model_config, memory: Optional[str] = None) -> Any:
+    """The reference model of `params` (the policy at the start of RL): a compute-dtype
+    copy (`compute_dtype_copy`), laid out as `params` are, in device memory or, with
+    memory="pinned_host", in host memory.
+
+    Args:
+      params: the policy's parameter pytree (placed arrays, or ShapeDtypeStructs under
+        `jax.eval_shape`).
+      model_config: the policy's `ModelConfig` (its `compute_dtype`).
+      memory: None / "device", or "pinned_host".
+    """
+    memory = memory or "device"
+    if memory not in MEMORIES:
+        raise ValueError(f"reference memory must be one of {MEMORIES}, got {memory!r}")
+    ref = compute_dtype_copy(params, jnp.dtype(model_config.compute_dtype))
+    if memory == "device":
+        return ref
+    return jax.tree.map(lambda x: jax.device_put(x, _host(x)), ref)
+
+
+def _host(x):
+    kinds = {m.kind for d in x.sharding.device_set for m in d.addressable_memories()}
+    if "pinned_host" not in kinds:
+        raise ValueError(f"this backend has no 'pinned_host' memory (has {sorted(kinds)}); "
+                         "keep the reference on the devices")
+    return x.sharding.with_memory_kind("pinned_host")
+
+
+def on_device(tree: Any) -> Any:
+    """Inside a jitted step: `tree` (e.g. `state.ref_params`) in device memory; a no-op for
+    arrays already there, a host → device copy for those in "pinned_host"."""
+    if tree is None:
+        return None
+    return jax.tree.map(lambda x: jax.device_put(x, jax.memory.Space.Device), tree)
