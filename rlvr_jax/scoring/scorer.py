@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlvr_jax.scoring import components as comp
+from rlvr_jax.scoring import custom
 from rlvr_jax.scoring.host import HostScorer
 from rlvr_jax.scoring.noise import check_noise_config
 from rlvr_jax.scoring.score import decode_completions, is_correct, reward_metrics, score_shared
@@ -158,10 +159,16 @@ def _names(text: str) -> Tuple[str, ...]:
     return tuple(p.strip() for p in str(text).split(",") if p.strip())
 
 
+def _components(text: str) -> Tuple[str, ...]:
+    """The component names of `reward.components`; a user function (`PATH.py:fn`,
+    `module:fn`: `scoring.custom`) is registered and named after its function."""
+    return tuple(custom.register_custom(n) if custom.is_custom(n) else n for n in _names(text))
+
+
 def parse_components(reward) -> Tuple[Tuple[str, float], ...]:
     """((name, weight), ...) of `config.reward` (validated); () without components."""
     check_reward_config(reward)
-    names = _names(reward.components)
+    names = _components(reward.components)
     weights = [float(w) for w in _names(reward.weights)] or [1.0] * len(names)
     return tuple(zip(names, weights))
 
@@ -174,7 +181,7 @@ def check_reward_config(reward) -> None:
     if reward.verifier not in VERIFIERS:
         raise ValueError(f"reward.verifier: unknown verifier {reward.verifier!r}; known: "
                          f"{', '.join(VERIFIERS)}")
-    names = _names(reward.components)
+    names = _components(reward.components)
     known = [n for n, kind in TERMS.items() if kind.component]
     for name in names:
         if name not in known:

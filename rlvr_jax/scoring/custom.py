@@ -1,0 +1,103 @@
+"""Your own reward function, named in a config: `reward.components=PATH.py:function` or
+`package.module:function` (README, "Bring your own reward").
+
+The function has a task verifier's signature, `fn(completion_text, example) -> float`
+(`example.prompt` and `example.answer` are the data row's fields; `example.meta` holds
+`data.metadata_fields`). It is a sample term (`scoring.terms`): scored per completion in the
+host pool, weighted by `reward.weights`, logged as `reward/<function>`. The pool's workers
+import it by its name (`CustomReward` pickles the spec, not the function), so it works with
+`reward.num_workers` > 0. Problems are one-line `ValueError`s naming the component: a file
+or module that is missing or fails to import, no such function, a wrong signature, and (when
+it runs) a return value that is not a finite number.
+"""
+import functools
+import importlib
+import importlib.util
+import inspect
+import math
+import os
+from typing import Callable
+
+from rlvr_jax.scoring.terms import TERMS, register
+
+
+def is_custom(name: str) -> bool:
+    """Whether component `name` names a function (`PATH.py:fn` or `module:fn`)."""
+    return ":" in name
+
+
+def load(spec: str) -> Callable:
+    """The function `spec` names, its signature checked."""
+    where, _, attr = spec.rpartition(":")
+    if not where or not attr.isidentifier():
+        raise ValueError(f"reward.components: {spec!r} is not PATH.py:function or "
+                         "package.module:function")
+    try:
+        if where.endswith(".py"):
+            if not os.path.isfile(where):
+                raise ValueError(f"reward.components: {spec}: no such file: {where}")
+            module_spec = importlib.util.spec_from_file_location(
+                f"_rlvr_reward_{abs(hash(os.path.abspath(where)))}", where)
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except ValueError:
+        raise
+    except Exception as e:  # The user's module failed: say how, in one line.
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise ValueError(f"reward.components: {spec}: cannot be imported: "
+                         f"{type(e).__name__}: {first}") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValueError(f"reward.components: {spec}: {where} has no function {attr!r}")
+    try:
+        inspect.signature(fn).bind("completion", object())
+    except TypeError:
+        raise ValueError(f"reward.components: {spec}: must take (completion_text, example); "
+                         f"has {attr}{inspect.signature(fn)}") from None
+    return fn
+
+
+class CustomReward:
+    """Picklable `fn(text, example) -> float` of a named user function: only `spec`
+    travels to a pool worker, which imports the function on its first call."""
+
+    def __init__(self, spec: str):
+        self.spec, self._fn = spec, None
+
+    def __getstate__(self):
+        return {"spec": self.spec}
+
+    def __setstate__(self, state):
+        self.spec, self._fn = state["spec"], None
+
+    def __call__(self, text: str, example) -> float:
+        if self._fn is None:
+            self._fn = load(self.spec)
+        value = self._fn(text, example)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value):
+            raise ValueError(f"reward.components: {self.spec} returned {value!r}, not a finite "
+                             "number")
+        return float(value)
+
+
+def _term(setup, weight, *, spec: str):
+    del setup
+    return None if weight is None else CustomReward(spec)
+
+
+def register_custom(spec: str) -> str:
+    """Loads (checks) `spec` and registers it as a sample term named after its function;
+    returns that name. Registering the same spec again is a no-op."""
+    name = spec.rpartition(":")[2]
+    kind = TERMS.get(name)
+    if kind is not None:
+        if getattr(kind.build, "keywords", {}).get("spec") == spec:
+            return name
+        raise ValueError(f"reward.components: {spec}: its name {name!r} is already a "
+                         "component; rename the function")
+    load(spec)
+    register(name, functools.partial(_term, spec=spec), "sample", f"your function {spec}")
+    return name

@@ -1,0 +1,93 @@
+"""Your own reward: `reward.components=PATH.py:function` (or `module:function`), scored in the
+host pool by name, weighted, logged as `reward/<function>`, with one-line errors."""
+import pickle
+import textwrap
+
+import numpy as np
+import pytest
+
+from rlvr_jax import scoring, tasks
+from rlvr_jax.data.tokenizers import load_tokenizer
+from rlvr_jax.scoring import custom, terms
+from rlvr_jax.train.config import arithmetic_config
+from rlvr_jax.train.rl_config import from_config
+
+BREVITY = textwrap.dedent("""
+    def brevity(completion_text, example):
+        '''1 for a completion of at most 12 characters that ends with the answer.'''
+        return float(len(completion_text) <= 12 and completion_text.endswith(example.answer))
+
+    def noisy(completion_text, example):
+        return float("nan")
+
+    def one_arg(completion_text):
+        return 1.0
+""")
+
+
+@pytest.fixture(autouse=True)
+def registry():
+    """Each test's custom terms leave the process's registry as they found it."""
+    before = dict(terms.TERMS)
+    yield
+    terms.TERMS.clear()
+    terms.TERMS.update(before)
+
+
+@pytest.fixture
+def path(tmp_path):
+    file = tmp_path / "my_rewards.py"
+    file.write_text(BREVITY)
+    return str(file)
+
+
+def _scorer(components, weights, workers):
+    config = arithmetic_config()
+    config.reward.components, config.reward.weights = components, weights
+    config.reward.num_workers, config.reward.timeout_s = workers, 600.0
+    return scoring.scorer_from_config(config, tasks.get("arithmetic"), load_tokenizer("builtin"),
+                                      rl=from_config(config))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_function_in_a_file_is_a_weighted_component_in_the_pool(path, workers):
+    """With 2 workers the pool imports the function by its file (the spec is pickled, not
+    the function): the issue's `RuntimeError: reward worker failed to start` is gone."""
+    scorer = _scorer(f"task,{path}:brevity", "1,0.5", workers)
+    assert [t.name for t in scorer.terms] == ["task", "brevity"]
+    examples = [tasks.get("arithmetic").make("add", 12, 34)] * 3
+    texts = ["6 4 #### 46", "a long detour then #### 46", "#### 47"]
+    with scorer.host_scorer() as pool:
+        values, parts, info = pool(texts, examples)
+    np.testing.assert_allclose(values, [1.5, 1.0, 0.0])
+    np.testing.assert_array_equal(parts["brevity"], [1.0, 0.0, 0.0])
+    assert info["errors"] == 0
+    fn = pickle.loads(pickle.dumps(scorer.samples[1].fn))  # Only the spec travels.
+    assert fn("#### 46", examples[0]) == 1.0
+
+
+def test_a_module_function_works_too(path, monkeypatch):
+    import os
+    monkeypatch.syspath_prepend(os.path.dirname(path))
+    scorer = _scorer("my_rewards:brevity", "", 0)
+    assert [t.name for t in scorer.samples] == ["brevity"]
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("{dir}/absent.py:f", "reward.components: {dir}/absent.py:f: no such file"),
+    ("{path}:missing", "has no function 'missing'"),
+    ("{path}:one_arg", "must take (completion_text, example); has one_arg(completion_text)"),
+    ("no_such_module_xyz:f", "cannot be imported: ModuleNotFoundError"),
+    ("{path}:task", "its name 'task' is already a component"),
+])
+def test_bad_specs_are_one_line_errors(path, tmp_path, spec, message):
+    spec = spec.format(dir=tmp_path, path=path)
+    with pytest.raises(ValueError) as e:
+        _scorer(spec, "", 0)
+    assert message.format(dir=tmp_path) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_non_finite_return_is_an_error_naming_the_function(path):
+    ex = tasks.get("arithmetic").make("add", 1, 2)
+    with pytest.raises(ValueError, match=r"my_rewards.py:noisy returned nan, not a finite"):
+        custom.CustomReward(f"{path}:noisy")("#### 3", ex)
