@@ -136,3 +136,18 @@ def test_help_lists_fields_in_the_configs_order_so_continued_comments_read_on():
     assert names.index("data.answer_field") == names.index("data.prompt_field") + 1
     assert names.index("data.overflow") == names.index("data.max_prompt_len") + 1
     assert names[0] == "seed" and names.index("model.preset") < names.index("data.source")
+
+
+def test_the_validator_reports_every_problem_root_cause_first(tmp_path, capsys, monkeypatch):
+    """The issue's case: switching the quickstart to JSONL without a path reported only
+    `sft.steps`; now every problem, one `error:` line each, exit 2: `data.path` (the root
+    cause) before `sft.steps`, and a bad value of another section too."""
+    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
+    capsys.readouterr()
+    status = cli.main(["--config", QUICK, "--workdir", str(tmp_path / "run"),
+                       "--config.data.source=jsonl", "--config.checkpoint.keep=0"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert [line.split(":")[1].strip() for line in lines] == [
+        "checkpoint.keep", "data.path", "sft.steps"], lines
+    assert all(line.startswith("error: ") for line in lines)

@@ -203,8 +203,13 @@ def script_main(main: Callable[[], object]) -> None:
 
 
 def _report(e: BaseException, status: int, debug: bool) -> int:
+    """`error: ...` on stderr: one line, or one per problem of a `ConfigError` that lists
+    several (`validate`)."""
+    from rlvr_jax.train.validate import ConfigError
     if debug:
         traceback.print_exception(e)
     sys.stdout.flush()
-    print(f"error: {_first_line(e)}", file=sys.stderr, flush=True)
+    lines = str(e).strip().splitlines() if isinstance(e, ConfigError) else []
+    for line in lines[:20] or [_first_line(e)]:
+        print(f"error: {line}", file=sys.stderr, flush=True)
     return status

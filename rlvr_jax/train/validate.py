@@ -27,15 +27,24 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 
 def validate(config) -> None:
-    """Raises `ConfigError` for the first invalid field of `config` (all sections)."""
-    _check_ints(config)
-    _check_model(config)
-    _check_data(config)
-    _check_reward(config)
-    _check_sampling(config)
-    _check_training(config)
-    _check_eval(config)
-    _check_mesh(config)
+    """Raises `ConfigError` naming every problem found in `config`, one per line, root causes
+    first (the order of `_CHECKS`: a section stops at its first problem, the others still
+    run; a later problem that names a field already reported, or an exception it causes,
+    is a follow-on and not reported)."""
+    problems, fields = [], []
+    for check in _CHECKS:
+        try:
+            check(config)
+        except ConfigError as e:
+            text = str(e)
+            if not any(f in text for f in fields):  # Else a follow-on of a reported field.
+                problems.append(text)
+                fields.append(text.split(":", 1)[0])
+        except (TypeError, ValueError, KeyError, AttributeError):
+            if not problems:
+                raise
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def _field_error(e: ValueError, section: str, **renames: str) -> ConfigError:
@@ -118,11 +127,6 @@ def _check_model(config) -> None:
               ".model file, a tokenizer.json or a Hugging Face directory)")
 
 
-def _check_data(config) -> None:
-    _check_source(config)
-    adaptive.check(config)
-
-
 def _check_source(config) -> None:
     d = config.data
     if d.source not in SOURCES:
@@ -135,9 +139,6 @@ def _check_source(config) -> None:
         with user_input("data.task_kwargs"):
             tasks.get(d.task, **d.task_kwargs.to_dict())
         return
-    if config.sft.steps > 0:
-        _fail("sft.steps", f"{config.sft.steps} warm-up steps need worked solutions, which "
-              f"data.source={d.source} does not have (only tasks do); set sft.steps=0")
     if not d.path:
         what = "a TFDS builder name" if d.source == "tfds" else f"the {d.source} file's path"
         _fail("data.path", f"is empty; data.source={d.source} needs {what}")
@@ -154,6 +155,13 @@ def _check_source(config) -> None:
             _fail("data.eval_path", f"no such file: {d.eval_path}")
         if not d.eval_path and not 0.0 < d.eval_fraction < 1.0:
             _fail("data.eval_fraction", f"must be in (0, 1), got {d.eval_fraction}")
+
+
+def _check_warmup_data(config) -> None:
+    d = config.data
+    if d.source in SOURCES and d.source != "task" and config.sft.steps > 0:
+        _fail("sft.steps", f"{config.sft.steps} warm-up steps need worked solutions, which "
+              f"data.source={d.source} does not have (only tasks do); set sft.steps=0")
 
 
 def _check_reward(config) -> None:
@@ -258,3 +266,7 @@ def _check_mesh(config) -> None:
     for name in ("dcn_data", "dcn_fsdp", "dcn_tensor"):
         if m[name] < 1:
             _fail(f"mesh.{name}", f"must be >= 1, got {m[name]}")
+
+
+_CHECKS = (_check_ints, _check_model, _check_source, _check_warmup_data, adaptive.check,
+           _check_reward, _check_sampling, _check_training, _check_eval, _check_mesh)
