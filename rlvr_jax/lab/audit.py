@@ -76,18 +76,21 @@ def samples_per_step(config) -> float:
 def sample_advantages(config, seed: int = 0) -> np.ndarray:
     """The group advantages [P, G] `config` gives a fixed sample batch of binary rewards
     (P = SAMPLE_GROUPS groups of G = rl.num_samples, success rates spread over [0, 1]) after
-    its reward noise / correction shapers."""
-    from rlvr_jax.scoring.noise import noise_shapers
+    its reward noise / correction terms (`scoring.noise`)."""
+    from rlvr_jax.scoring import noise, terms
     from rlvr_jax.train import algorithms, rl_config
     g = config.rl.num_samples
     rng = np.random.default_rng(seed)
     rate = rng.random((SAMPLE_GROUPS, 1))
     rewards = (rng.random((SAMPLE_GROUPS, g)) < rate).astype(np.float32).reshape(-1)
-    rollout = types.SimpleNamespace(  # What the noise shapers read: the tokens' hash.
+    rollout = types.SimpleNamespace(  # What the noise term reads: the tokens' hash.
         prompt_tokens=rng.integers(1, 100, (rewards.size, 6)),
         tokens=rng.integers(1, 100, (rewards.size, 8)))
-    for shaper in noise_shapers(config.reward):
-        rewards, _ = shaper(rewards, rollout)
+    setup, x = terms.Setup(None, reward=config.reward), terms.Inputs(rollout)
+    for build in (noise.noise_term, noise.correction_term):  # The run's terms, in its order.
+        term = build(setup, None)
+        if term is not None:
+            rewards, _ = term(rewards, x)
     algo = algorithms.resolve(rl_config.from_config(config))
     valid = np.ones(SAMPLE_GROUPS, bool)
     return np.asarray(algo.group_advantages(np.asarray(rewards).reshape(SAMPLE_GROUPS, g),

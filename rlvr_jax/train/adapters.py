@@ -144,8 +144,7 @@ def read_base(workdir: str, abstract):
     checkpointer = ocp.StandardCheckpointer()
     if abstract is None:
         return checkpointer.restore(target)
-    from rlvr_jax.train.checkpoint import abstract_like
-    return checkpointer.restore(target, abstract_like(abstract))
+    return checkpointer.restore(target, jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract))
 
 
 def load_base(run_dir: str, config, model_config):

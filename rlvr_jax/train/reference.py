@@ -3,13 +3,13 @@ takes the same choice): their weights in the compute dtype, on the devices or in
 
     ref = reference_params(params, model_config)                       # bf16 on the devices
     ref = reference_params(params, model_config, memory="pinned_host") # in host memory
-    ...inside the step: on_device(state.ref_params) for the reference's scoring pass
+    ...inside the step: to_device_memory(state.ref_params) for the reference's scoring pass
 
 Why the compute dtype: the forward casts every kernel, bias, embedding and LM head to the
 compute dtype before it uses it (norm scales are read in float32), so a reference stored
 that way computes bit for bit the policy's logits at step 0 and costs half the bytes of a
 float32 copy in a bf16 model. Host memory ("pinned_host") keeps the reference off the
-devices for the whole update (the step's memory peak); `on_device` copies it in for its one
+devices for the whole update (the step's memory peak); `to_device_memory` copies it in for its one
 scoring pass (the whole tree: per-layer streaming is not implemented). Where the backend has
 no "pinned_host" memory, `reference_params` raises a one-line error.
 """
@@ -60,7 +60,7 @@ def _host(x):
     return x.sharding.with_memory_kind("pinned_host")
 
 
-def on_device(tree: Any) -> Any:
+def to_device_memory(tree: Any) -> Any:
     """Inside a jitted step: `tree` (e.g. `state.ref_params`) in device memory; a no-op for
     arrays already there, a host → device copy for those in "pinned_host"."""
     if tree is None:

@@ -104,7 +104,8 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
         current, ent = logprobs_of(state.params, with_entropy=want_entropy)
         exp = exp.replace(old_logp=current if rl.needs_old_logprobs else None, entropy=ent)
     if rl.needs_reference:
-        exp = exp.replace(ref_logp=logprobs_of(reference.on_device(reference_params(state)))[0])
+        ref = reference.to_device_memory(reference_params(state))
+        exp = exp.replace(ref_logp=logprobs_of(ref)[0])
         if rl.kl_in_reward and current is None:
             current = logprobs_of(state.params)[0]
     if rl.needs_value:
