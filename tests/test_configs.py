@@ -350,13 +350,7 @@ def test_reward_feature_config_builds_and_scores(name):
                                prompt_mask=jnp.asarray(mask))
     texts = scoring.decode_completions(tok, tokens, mask)
     x = scoring.Inputs(rollout, group_size=2, texts=texts, examples=examples)
-    rewards, steps, metrics = jnp.zeros((8,)), None, {}
-    for term in scorer.host_terms:
-        if term.per_step:
-            steps, m = term.fn(rewards, x)
-        else:
-            rewards, m = term.fn(rewards, x)
-        metrics.update(m)
+    rewards, steps, metrics = scorer.apply_host_terms(jnp.zeros((8,)), x)
     if rl.process:
         assert metrics["process/step_accuracy"] == 1.0 and steps.ends.any()
     else:  # Majority: every pair agrees; self-certainty: log-probs 0 -> exp(0) = 1.

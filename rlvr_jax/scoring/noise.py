@@ -91,24 +91,30 @@ def noise_term(setup, weight):
     """`noisy` with `reward.noise_fn_rate` / `noise_fp_rate` / `noise_seed`; None when both
     rates are 0."""
     del weight
-    reward = setup.reward
-    p1, p0 = (0.0, 0.0) if reward is None else (reward.get("noise_fn_rate", 0.0),
-                                                 reward.get("noise_fp_rate", 0.0))
+    p1, p0 = _rates(setup.reward, "noise")
     if not (p1 > 0 or p0 > 0):
         return None
-    check_noise_config(reward)
-    return functools.partial(noisy, fn_rate=float(p1), fp_rate=float(p0),
-                             seed=int(reward.get("noise_seed", 0)))
+    return functools.partial(noisy, fn_rate=p1, fp_rate=p0,
+                             seed=int(setup.reward.get("noise_seed", 0)))
 
 
 def correction_term(setup, weight):
     """`backward_corrected` with `reward.correction_fn_rate` / `correction_fp_rate`; None
     when both are 0."""
     del weight
-    reward = setup.reward
-    q1, q0 = (0.0, 0.0) if reward is None else (reward.get("correction_fn_rate", 0.0),
-                                                 reward.get("correction_fp_rate", 0.0))
+    q1, q0 = _rates(setup.reward, "correction")
     if not (q1 > 0 or q0 > 0):
         return None
-    check_noise_config(reward)
-    return functools.partial(backward_corrected, fn_rate=float(q1), fp_rate=float(q0))
+    return functools.partial(backward_corrected, fn_rate=q1, fp_rate=q0)
+
+
+def _rates(reward, prefix: str) -> Tuple[float, float]:
+    """(`reward.<prefix>_fn_rate`, `reward.<prefix>_fp_rate`), checked when either is set
+    ((0, 0) without a `config.reward`)."""
+    if reward is None:
+        return 0.0, 0.0
+    rates = (float(reward.get(f"{prefix}_fn_rate", 0.0)),
+             float(reward.get(f"{prefix}_fp_rate", 0.0)))
+    if any(rates):
+        check_noise_config(reward)
+    return rates

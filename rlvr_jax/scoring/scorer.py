@@ -120,14 +120,20 @@ class Scorer:
         metrics["reward/host_errors"] = jnp.asarray(info["errors"], jnp.float32)
         metrics["reward/host_timeouts"] = jnp.asarray(info["timeouts"], jnp.float32)
         x = Inputs(rollout, verdicts=verdicts, group_size=group_size, texts=texts, examples=exs)
-        rewards, steps = jnp.asarray(values), None
+        rewards, steps, term_metrics = self.apply_host_terms(jnp.asarray(values), x)
+        return HostScores(rewards, jnp.asarray(verdicts), steps, dict(metrics, **term_metrics))
+
+    def apply_host_terms(self, rewards, x: Inputs):
+        """(rewards [B], per-step rewards or None, metrics) after the host terms in order,
+        from the sample terms' `rewards` [B]; `x.texts` / `x.examples` set."""
+        steps, metrics = None, {}
         for term in self.host_terms:
             if term.per_step:
                 steps, m = term.fn(rewards, x)
             else:
                 rewards, m = term.fn(rewards, x)
             metrics.update(m)
-        return HostScores(rewards, jnp.asarray(verdicts), steps, metrics)
+        return rewards, steps, metrics
 
     # ------------------------------------------------------------------------- device stage
 
