@@ -16,7 +16,7 @@ import importlib.util
 import inspect
 import math
 import os
-from typing import Callable
+from typing import Callable, Dict
 
 from rlvr_jax.scoring.terms import TERMS, register
 
@@ -59,23 +59,21 @@ def load(spec: str) -> Callable:
     return fn
 
 
+_LOADED: Dict[str, Callable] = {}  # spec -> function, once per process (a pool worker too).
+
+
 class CustomReward:
     """Picklable `fn(text, example) -> float` of a named user function: only `spec`
-    travels to a pool worker, which imports the function on its first call."""
+    travels to a pool worker, which imports the function once (its first call)."""
 
     def __init__(self, spec: str):
-        self.spec, self._fn = spec, None
-
-    def __getstate__(self):
-        return {"spec": self.spec}
-
-    def __setstate__(self, state):
-        self.spec, self._fn = state["spec"], None
+        self.spec = spec
 
     def __call__(self, text: str, example) -> float:
-        if self._fn is None:
-            self._fn = load(self.spec)
-        value = self._fn(text, example)
+        fn = _LOADED.get(self.spec)
+        if fn is None:
+            fn = _LOADED[self.spec] = load(self.spec)
+        value = fn(text, example)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
                 not math.isfinite(value):
             raise ValueError(f"reward.components: {self.spec} returned {value!r}, not a finite "
