@@ -395,8 +395,10 @@ def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout, episodes, sample_metrics = sampler(state.params, batch, sample_rng, examples)
         host = scorer.score_host(rollout, examples, sc.num_samples)
+        # Without its metrics: a static field, it would make every step a new program.
+        arrays = None if host is None else host.replace(metrics={})
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
-                                         batch.get("answers"), host, update_rng)
+                                         batch.get("answers"), arrays, update_rng)
         metrics.update(sample_metrics, **({} if host is None else host.metrics))
         return state, metrics, samples
     return split_step
