@@ -439,6 +439,14 @@ def test_host_rl_step_draws_the_one_program_keys(tok, model_config, params, prom
     np.testing.assert_array_equal(np.asarray(host.rng), np.asarray(one.rng))
     _assert_grads_close(_grads(host), _grads(one), model_config)
     _assert_same_adam_step(host, one)
+    # A second split step (other rollouts, other host metrics) reuses the compiled programs:
+    # the host stage's metrics must not reach the compiled update as static data.
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, *_, **__: compiles.append(event)
+        if event == "/jax/core/compile/backend_compile_duration" else None)
+    host_step(host, batch, pb.examples)
+    assert compiles == [], "the split step compiled again on its second step"
 
 
 def _split_step(model_config, sc, rl, tok, terms, verify=None, **pool):
