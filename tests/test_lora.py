@@ -99,10 +99,10 @@ def test_split_attach_and_the_trainable_part(cfg, base, trained):
     assert jax.tree.structure(state_lib.join_trainable(train, frozen)) == \
         jax.tree.structure(params)
     state = state_lib.TrainState(step=0, params=params, opt_state=None, rng=None)
-    assert state_lib.reference_params(state) is not None
-    assert jax.tree.structure(state_lib.reference_params(state)) == jax.tree.structure(base)
+    assert state_lib.reference_of(state) is not None
+    assert jax.tree.structure(state_lib.reference_of(state)) == jax.tree.structure(base)
     with pytest.raises(ValueError, match="reference"):
-        state_lib.reference_params(state.replace(params=base))
+        state_lib.reference_of(state.replace(params=base))
 
 
 def test_adapter_and_quantized_specs_and_fsdp_placement(cfg, base, trained):

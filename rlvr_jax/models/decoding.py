@@ -41,9 +41,10 @@ def cast_weights(params: Dict[str, Any], dtype) -> Dict[str, Any]:
     """`params` with every floating leaf but the norm scales ("scale") in `dtype`, the
     values the forward reads (it casts kernels, biases, the embedding and the LM head to the
     compute dtype and reads norm scales in float32). Cast where the leaves live: a re-layout
-    after it (`train.step.decode_layout`) moves `dtype` bytes. LoRA adapters and a quantized
+    after it (`sampler.decode_layout`) moves `dtype` bytes. LoRA adapters and a quantized
     base's block scales stay as they are (`prepare_params` merges and dequantizes them)."""
-    keep = ("_lora_a", "_lora_b", "_scales")  # (models.lora's and models.quant's suffixes)
+    from rlvr_jax.models import lora, quant
+    keep = (lora.ADAPTER_A, lora.ADAPTER_B, quant.SCALES)
 
     def leaf(path, w):
         name = getattr(path[-1], "key", "")
@@ -172,7 +173,7 @@ def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig
 def _adapted(module, target, x, y, cfg: ModelConfig):
     """y plus the unmerged adapter of `target` when `module` still holds one
     (`prepare_params(..., merge_adapters=False)`), else y."""
-    if f"{target}_lora_a" not in module:
+    if not cfg.lora_rank or f"{target}_lora_a" not in module:
         return y
     from rlvr_jax.models import lora
     return y + lora.delta(x, module[f"{target}_lora_a"], module[f"{target}_lora_b"],

@@ -418,26 +418,28 @@ def write_hf_directory(path: Union[str, os.PathLike], hf_config: Dict[str, Any],
                        tensors: Dict[str, np.ndarray], *,
                        max_shard_bytes: Optional[int] = None) -> None:
     """Writes `path/config.json` and the named tensors as safetensors (sharded with an index
-    when they exceed `max_shard_bytes`), as ordinary files (mode 0666 less the umask;
-    safetensors alone writes 0600)."""
+    when they exceed `max_shard_bytes`), as ordinary files (`save_safetensors`)."""
     path = os.fspath(path)
     _write_tensors(path, hf_config, tensors, max_shard_bytes)
-    umask = os.umask(0)
+
+
+def save_safetensors(tensors: Dict[str, np.ndarray], path: str) -> None:
+    """`safetensors.numpy.save_file` (metadata format "pt"), as an ordinary file: mode 0666
+    less the umask (safetensors alone writes 0600, unreadable to a group's other users)."""
+    from safetensors.numpy import save_file
+    save_file(tensors, path, metadata={"format": "pt"})
+    umask = os.umask(0o022)
     os.umask(umask)
-    for name in os.listdir(path):
-        if name == "config.json" or name.endswith(".safetensors") or name == _INDEX_FILE:
-            os.chmod(os.path.join(path, name), 0o666 & ~umask)
+    os.chmod(path, 0o666 & ~umask)
 
 
 def _write_tensors(path: str, hf_config, tensors, max_shard_bytes) -> None:
-    from safetensors.numpy import save_file
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(hf_config, f, indent=2, sort_keys=True)
-    metadata = {"format": "pt"}
     total = sum(w.nbytes for w in tensors.values())
     if max_shard_bytes is None or total <= max_shard_bytes:
-        save_file(tensors, os.path.join(path, _SINGLE_FILE), metadata=metadata)
+        save_safetensors(tensors, os.path.join(path, _SINGLE_FILE))
         return
     shards, current, size = [], {}, 0
     for name, w in tensors.items():
@@ -450,7 +452,7 @@ def _write_tensors(path: str, hf_config, tensors, max_shard_bytes) -> None:
     weight_map = {}
     for k, shard in enumerate(shards):
         file = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_file(shard, os.path.join(path, file), metadata=metadata)
+        save_safetensors(shard, os.path.join(path, file))
         weight_map.update({name: file for name in shard})
     with open(os.path.join(path, _INDEX_FILE), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)

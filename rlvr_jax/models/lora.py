@@ -19,7 +19,7 @@ does (kaiming-uniform, a = √5: U(±1/√fan_in)) and B = 0, so a fresh adapter
 Targets: q, k, v, o (attention) and gate, up, down (MLP); their Hugging Face modules are
 `self_attn.{q,k,v,o}_proj` and `mlp.{gate,up,down}_proj`.
 """
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +35,7 @@ MODULE = {"q": "attn", "k": "attn", "v": "attn", "o": "attn",
 HF_MODULE = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
              "o": "self_attn.o_proj", "gate": "mlp.gate_proj", "up": "mlp.up_proj",
              "down": "mlp.down_proj"}
-_A, _B = "_lora_a", "_lora_b"
+ADAPTER_A, ADAPTER_B = "_lora_a", "_lora_b"  # Leaf-name suffixes of A and B.
 
 
 def parse_targets(text: str) -> Tuple[str, ...]:
@@ -72,7 +72,7 @@ def tree_of(config: ModelConfig, leaf) -> Params:
     out: Params = {}
     for t in config.lora_targets:
         a, b = leaf(t)
-        out.setdefault(MODULE[t], {}).update({t + _A: a, t + _B: b})
+        out.setdefault(MODULE[t], {}).update({t + ADAPTER_A: a, t + ADAPTER_B: b})
     return {"layers": out}
 
 
@@ -105,12 +105,6 @@ def logical_axes(config: ModelConfig) -> Params:
     return tree_of(config, leaf)
 
 
-def is_adapter_path(path) -> bool:
-    """Whether a key path (`jax.tree_util` keys) names an adapter leaf."""
-    name = getattr(path[-1], "key", "") if path else ""
-    return isinstance(name, str) and (name.endswith(_A) or name.endswith(_B))
-
-
 def _partition(tree: Params, keep) -> Params:
     """The sub-dict of `tree` whose leaves' names satisfy `keep(name)` (empty dicts pruned)."""
     out = {}
@@ -125,7 +119,7 @@ def _partition(tree: Params, keep) -> Params:
 
 
 def _adapter_name(name: str) -> bool:
-    return name.endswith(_A) or name.endswith(_B)
+    return name.endswith(ADAPTER_A) or name.endswith(ADAPTER_B)
 
 
 def split(params: Params) -> Tuple[Params, Params]:
@@ -164,10 +158,10 @@ def merge_module(module: Params, s: float, dtype) -> Params:
     Kernels without an adapter are left as they are."""
     out = {k: v for k, v in module.items() if not _adapter_name(k)}
     for k in module:
-        if not k.endswith(_A):
+        if not k.endswith(ADAPTER_A):
             continue
-        t = k[:-len(_A)]
-        a, b = module[t + _A].astype(jnp.float32), module[t + _B].astype(jnp.float32)
+        t = k[:-len(ADAPTER_A)]
+        a, b = module[t + ADAPTER_A].astype(jnp.float32), module[t + ADAPTER_B].astype(jnp.float32)
         lead = a.ndim + b.ndim - module[t + "_kernel"].ndim - 2  # W [*lead, *in, *out].
         ab = _batched(lambda a_, b_: jnp.tensordot(a_, b_, axes=1), lead)(a, b)
         w = out[t + "_kernel"]
@@ -232,12 +226,7 @@ def num_params(config: ModelConfig) -> int:
 
 def targets_of(adapters: Params) -> Tuple[str, ...]:
     """The targets an adapter tree holds, in `TARGETS` order."""
-    names = {k[:-len(_A)] for module in adapters.get("layers", {}).values()
-             for k in module if k.endswith(_A)}
+    names = {k[:-len(ADAPTER_A)] for module in adapters.get("layers", {}).values()
+             for k in module if k.endswith(ADAPTER_A)}
     return tuple(t for t in TARGETS if t in names)
 
-
-def check_targets(targets: Sequence[str]) -> None:
-    bad = [t for t in targets if t not in TARGETS]
-    if bad:
-        raise ValueError(f"LoRA targets must be from {','.join(TARGETS)}; got {bad}")

@@ -51,10 +51,9 @@ def to_peft_tensors(adapters, config: ModelConfig, dtype: str = "float32"
 def save_peft(adapters, config: ModelConfig, out_dir: str, *, base_model: str = "",
               dtype: str = "float32") -> None:
     """Writes `out_dir/adapter_config.json` and `out_dir/adapter_model.safetensors`."""
-    from safetensors.numpy import save_file
+    from rlvr_jax.models import hf
     os.makedirs(out_dir, exist_ok=True)
-    save_file(to_peft_tensors(adapters, config, dtype), os.path.join(out_dir, WEIGHTS),
-              metadata={"format": "pt"})
+    hf.save_safetensors(to_peft_tensors(adapters, config, dtype), os.path.join(out_dir, WEIGHTS))
     with open(os.path.join(out_dir, CONFIG), "w") as f:
         json.dump(adapter_config(config, base_model), f, indent=2)
 

@@ -32,11 +32,12 @@ from rlvr_jax.scoring.verifiers import VERIFIERS, Verifier, choose_verifier, wei
 class HostScores:
     """The host stage's output for B completions: rewards [B] float32, verdicts [B] float32
     (the verifier's: `reward/correct` counts those >= 1), steps (`StepRewards` [B, N] or
-    None) and metrics (host floats, not passed into compiled code)."""
+    None) and metrics {name: scalar} (pytree leaves like the rest: a compiled step that
+    takes a `HostScores` sees the same program every step, whatever their values)."""
     rewards: jax.Array
     verdicts: jax.Array
     steps: Any = None
-    metrics: Dict = flax.struct.field(pytree_node=False, default_factory=dict)
+    metrics: Dict = flax.struct.field(default_factory=dict)
 
 
 class Scorer:

@@ -5,7 +5,7 @@ A LoRA run (`model.lora.rank` > 0) trains the full weights in the warm-up (`sft.
 then attaches adapters (fresh, PEFT's init, or `model.lora.init_from`) to that base, stores
 the base quantized if asked (`model.lora.quantize_base`), and trains only the adapters in RL:
 the optimizer state holds only theirs (`state.split_trainable`) and the reference policy is
-the base with the adapters off (`state.reference_params`), never a copy.
+the base with the adapters off (`state.reference_of`), never a copy.
 
 Checkpoints hold the adapters only. The base is written once, to `<workdir>/lora_base/`,
 when the run created it (a fresh init) or trained it (a warm-up); a base that is an HF
@@ -84,8 +84,11 @@ def hf_hash(path: str) -> str:
     for name in sorted(os.listdir(path)):
         if name == "config.json" or name.endswith(".safetensors"):
             h.update(name.encode())
+            file_hash = hashlib.blake2b()
             with open(os.path.join(path, name), "rb") as f:
-                h.update(hashlib.file_digest(f, "blake2b").digest())
+                for chunk in iter(lambda: f.read(1 << 24), b""):
+                    file_hash.update(chunk)
+            h.update(file_hash.digest())
     return h.hexdigest()
 
 

@@ -18,18 +18,16 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
+from rlvr_jax.models import decoding
+
 MEMORIES = ("device", "pinned_host")
 
 
 def compute_dtype_copy(params: Any, dtype: Any) -> Any:
-    """A copy of `params` with every floating leaf but the norm scales ("scale") in `dtype`
-    (never an alias of `params`: the RL step donates its state)."""
-    def leaf(path, w):
-        name = getattr(path[-1], "key", "")
-        if name == "scale" or not jnp.issubdtype(w.dtype, jnp.floating) or w.dtype == dtype:
-            return jnp.copy(w)
-        return w.astype(dtype)
-    return jax.tree_util.tree_map_with_path(leaf, params)
+    """A copy of `params` with every floating leaf but the norm scales in `dtype`
+    (`decoding.cast_weights`), never an alias of `params`: the RL step donates its state."""
+    cast = decoding.cast_weights(params, dtype)
+    return jax.tree.map(lambda w, c: jnp.copy(w) if c is w else c, params, cast)
 
 
 def reference_params(params: Any, model_config, memory: Optional[str] = None) -> Any:

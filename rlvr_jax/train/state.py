@@ -20,7 +20,7 @@ class TrainState:
         (with LoRA: the adapters only).
       rng: PRNG key for sampling and shuffling; split inside each step.
       ref_params: frozen reference parameters (None when no KL term is used, and with LoRA,
-        whose reference is the base: `reference_params`).
+        whose reference is the base: `reference_of`).
       value_params / value_opt_state: the value model and its optimizer (None
         unless the algorithm uses one).
       data_position: int32 scalar, how many prompts the data iterator has
@@ -95,7 +95,7 @@ def join_trainable(trainable, frozen):
     return trainable if frozen is None else lora.attach(frozen, trainable)
 
 
-def reference_params(state: TrainState):
+def reference_of(state: TrainState):
     """The reference policy's parameters: `state.ref_params`, or with LoRA (no reference
     copy) the policy's base with the adapters off."""
     if state.ref_params is not None:

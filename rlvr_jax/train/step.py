@@ -30,7 +30,7 @@ from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
 from rlvr_jax.train.rl_config import RLConfig
-from rlvr_jax.train.state import TrainState, join_trainable, reference_params, split_trainable
+from rlvr_jax.train.state import TrainState, join_trainable, reference_of, split_trainable
 
 Batch = Dict[str, jax.Array]
 Metrics = Dict[str, jax.Array]
@@ -104,7 +104,7 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
         current, ent = logprobs_of(state.params, with_entropy=want_entropy)
         exp = exp.replace(old_logp=current if rl.needs_old_logprobs else None, entropy=ent)
     if rl.needs_reference:
-        ref = reference.to_device_memory(reference_params(state))
+        ref = reference.to_device_memory(reference_of(state))
         exp = exp.replace(ref_logp=logprobs_of(ref)[0])
         if rl.kl_in_reward and current is None:
             current = logprobs_of(state.params)[0]
@@ -395,10 +395,8 @@ def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout, episodes, sample_metrics = sampler(state.params, batch, sample_rng, examples)
         host = scorer.score_host(rollout, examples, sc.num_samples)
-        # Without its metrics: a static field, it would make every step a new program.
-        arrays = None if host is None else host.replace(metrics={})
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
-                                         batch.get("answers"), arrays, update_rng)
+                                         batch.get("answers"), host, update_rng)
         metrics.update(sample_metrics, **({} if host is None else host.metrics))
         return state, metrics, samples
     return split_step
