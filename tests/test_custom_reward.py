@@ -91,3 +91,21 @@ def test_a_non_finite_return_is_an_error_naming_the_function(path):
     ex = tasks.get("arithmetic").make("add", 1, 2)
     with pytest.raises(ValueError, match=r"my_rewards.py:noisy returned nan, not a finite"):
         custom.CustomReward(f"{path}:noisy")("#### 3", ex)
+
+
+def test_a_custom_reward_runs_before_device_terms(path):
+    """A user's function is a sample term registered after the built-in device terms
+    (overlong shaping here); the scorer still runs sample, host, then device terms, and a
+    scorer with host work refuses to score on device without its host stage."""
+    config = arithmetic_config()
+    config.reward.components, config.reward.weights = f"task,{path}:brevity", ""
+    config.reward.num_workers, config.reward.timeout_s = 0, 600.0
+    config.rl.overlong_buffer = 4
+    scorer = scoring.scorer_from_config(config, tasks.get("arithmetic"),
+                                        load_tokenizer("builtin"), rl=from_config(config))
+    wheres = [t.where for t in scorer.terms]
+    assert "device" in wheres and wheres == sorted(
+        wheres, key=("sample", "host", "device").index)
+    assert [t.name for t in scorer.samples] == ["task", "brevity"]
+    with pytest.raises(ValueError, match="give score_device the host stage"):
+        scorer.score_device(None)

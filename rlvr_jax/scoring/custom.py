@@ -96,6 +96,6 @@ def register_custom(spec: str) -> str:
             return name
         raise ValueError(f"reward.components: {spec}: its name {name!r} is already a "
                          "component; rename the function")
-    load(spec)
+    _LOADED[spec] = load(spec)
     register(name, functools.partial(_term, spec=spec), "sample", f"your function {spec}")
     return name

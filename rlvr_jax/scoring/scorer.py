@@ -1,7 +1,7 @@
 """The scorer of a run: its verifier and its ordered reward terms, in two stages.
 
     scorer = scoring.scorer_from_config(config, task, tokenizer)      # or token_scorer(...)
-    host = scorer.score_host(rollout, examples)      # None when every term is on device
+    host = scorer.score_host(rollout, examples, G)   # None when every term is on device
     rewards, metrics, correct = scorer.score_device(inputs, host)    # jittable
 
 The host stage decodes the completions (the model's own tokens, `rollout.model_mask`), runs
@@ -140,13 +140,16 @@ class Scorer:
 
     def score_device(self, x: Inputs, host: Optional[HostScores] = None):
         """(rewards [B], metrics, correct [B] bool): the device terms in order from the host
-        stage's reward, or (host None) from 0 and the verifier's on-device verdicts of the
+        stage's reward (its metrics included), or (host None) from 0 and the verifier's on-device verdicts of the
         model's own tokens (`rollout.model_mask`). Jittable."""
         if host is None:
+            if not self.traceable:
+                raise ValueError("this scorer has sample or host terms: give score_device the "
+                                 "host stage (score_host)")
             verdicts = self.verifier.token(x.rollout.tokens, x.rollout.model_mask, x.answers)
             metrics, rewards = reward_metrics(verdicts), jnp.zeros_like(verdicts)
         else:
-            verdicts, metrics, rewards = host.verdicts, {}, host.rewards
+            verdicts, metrics, rewards = host.verdicts, dict(host.metrics), host.rewards
         x = x.replace(verdicts=verdicts)
         for term in self.device_terms:
             rewards, m = term.fn(rewards, x)
@@ -243,8 +246,9 @@ def run_verifier(reward, task, tokenizer) -> Verifier:
 
 
 def build_terms(setup: Setup, weights: Dict[str, float]) -> tuple:
-    """The configured `Term`s in registry order: each kind's builder with `weights[name]`
-    (None when `reward.components` does not name it)."""
+    """The configured `Term`s: each kind's builder with `weights[name]` (None when
+    `reward.components` does not name it), sample, then host, then device terms, each in
+    registry order (a term registered later, e.g. a user's function, joins its kind)."""
     out = []
     for name, kind in TERMS.items():
         weight = weights.get(name)
@@ -252,7 +256,8 @@ def build_terms(setup: Setup, weights: Dict[str, float]) -> tuple:
         if fn is not None:
             out.append(Term(name, kind.where, fn, 1.0 if weight is None else float(weight),
                             kind.per_step))
-    return tuple(out)
+    order = ("sample", "host", "device")  # The stages' order (`Scorer`).
+    return tuple(sorted(out, key=lambda t: order.index(t.where)))
 
 
 def _verdict_term(verifier: Verifier, *, host: bool, weight: float, log: bool) -> Term:

@@ -397,7 +397,7 @@ def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
         host = scorer.score_host(rollout, examples, sc.num_samples)
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
                                          batch.get("answers"), host, update_rng)
-        metrics.update(sample_metrics, **({} if host is None else host.metrics))
+        metrics.update(sample_metrics)
         return state, metrics, samples
     return split_step
 
