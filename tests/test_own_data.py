@@ -92,6 +92,11 @@ def test_over_long_prompts_are_counted_and_refused_past_the_fraction(tmp_path, c
     assert "longer than" not in capsys.readouterr().out
     with pytest.raises(ConfigError, match=r"data.max_drop_fraction: must be in \[0, 1\]"):
         _check(_config(tmp_path, 2, max_drop_fraction=2.0))
+    # The long prompts sit past the first 64 that `check_fit` encodes one by one.
+    with pytest.raises(ConfigError, match=r"data.max_prompt_len: 2 of 80 prompts of d.jsonl "
+                                          r"are longer than 8 tokens \(data.overflow=error\); "
+                                          r"the longest has 34 tokens"):
+        _check(_config(tmp_path, 2, n=80, overflow="error"))
 
 
 def test_a_small_held_out_set_is_warned_about_and_bad_rows_skipped_are_printed(tmp_path,

@@ -8,6 +8,7 @@ writable cgroup `pids` hierarchy); the tests that need root skip without it.
 """
 import ctypes
 import os
+import platform
 import shutil
 import socket
 import stat
@@ -33,6 +34,12 @@ INPUTS = (4, 7, 11)
 TESTS = [f"assert f({x}) == {5 * x + 3}" for x in INPUTS]
 NAMING = "import ctypes\nctypes.CDLL(None).prctl(15, {!r}, 0, 0, 0)\n"
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+@pytest.fixture(scope="module")
+def isolation():
+    """What the sandbox reports it holds here (`CodeResult.isolation` of an honest run)."""
+    return rc.run_tests(honest("probe"), TESTS, config=CFG).isolation
 
 
 def honest(tag):
@@ -149,7 +156,10 @@ def _named(name):
 
 
 @pytest.mark.timeout(120)
-def test_no_process_survives_its_verdict():
+def test_no_process_survives_its_verdict(isolation):
+    if not (isolation.get("pid") and isolation.get("init")):
+        pytest.skip("no PID namespace with the sandbox's init here: nothing kills a "
+                    "program's detached children at its verdict")
     name = f"rlvr47s{os.getpid()}"[:15]
     # The program clears its parent-death signal (and so does its child) and sleeps: killed
     # at the timeout, nothing of it may be left once the verdict is back.
@@ -162,8 +172,12 @@ def test_no_process_survives_its_verdict():
     try:
         assert score([survivor, honest("survivor")], config=cfg) == [0.0, 1.0]
         assert _named(name) == 0  # right after the verdict: no waiting
-        for s in _sandbox._SESSIONS.values():  # and no job's cgroup is left
-            assert not s.cgroup or not any(n.startswith("j") for n in os.listdir(s.cgroup))
+        for s in _sandbox._SESSIONS.values():  # and no job's cgroup is left: the only
+            if s.cgroup:  # children left are idle spares, whose pids.max no job has set yet
+                for child in os.listdir(s.cgroup):
+                    if os.path.isdir(os.path.join(s.cgroup, child)):
+                        with open(os.path.join(s.cgroup, child, "pids.max")) as f:
+                            assert f.read().strip() == "max", child
         rewards.close_sandboxes()
         assert _named(name) == 0
     finally:  # Before issue 47 they survived: do not leave them on the host.
@@ -310,6 +324,8 @@ def test_close_sandboxes_is_public_and_idempotent():
 
 
 @root_only
+@pytest.mark.skipif(platform.machine() != "x86_64",
+                    reason="the seccomp filter and the syscall numbers below are x86-64's")
 def test_minimal_root_and_seccomp_hold():
     prog = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
             "def errno_of(ret):\n    return ctypes.get_errno() if ret == -1 else 0\n"

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import jax
 import numpy as np
+import scipy.stats
 
 from rlvr_jax.evaluation.metrics import bootstrap_ci, iqm
 from rlvr_jax.lab.spec import Check, Finding
@@ -143,58 +144,8 @@ def _metric_order(m: str):
 
 # ----------------------------------------------------------------------------- v2: tests
 # Few-seed inference (docs/findings.md, "Statistics"): the Student t distribution with n − 1
-# degrees of freedom for the mean of n paired differences, an exact sign-flip test, TOST
-# equivalence and Holm's step-down correction. Float64 NumPy / math throughout (no SciPy at
-# run time; the tests compare against SciPy).
-
-def t_cdf(t: float, df: int) -> float:
-    """P(T ≤ t) for Student's t with integer `df` ≥ 1 degrees of freedom, in closed form
-    (Abramowitz & Stegun 26.7.3-4): with θ = atan(t / √df), A(t) = P(|T| ≤ t) is
-      df odd:  (2/π)·[θ + sinθ·(cosθ + (2/3)cos³θ + …
-                              + (2·4…(df−3))/(3·5…(df−2))·cos^(df−2)θ)]
-               (df = 1: 2θ/π)
-      df even: sinθ·[1 + (1/2)cos²θ + (1·3)/(2·4)cos⁴θ + …
-                     + (1·3…(df−3))/(2·4…(df−2))·cos^(df−2)θ]
-    and the CDF is (1 + A(t)) / 2, A being odd in t. Accurate to float64 rounding."""
-    if int(df) != df or df < 1:
-        raise ValueError(f"t_cdf: df must be an integer >= 1, got {df}")
-    if math.isinf(t):
-        return 1.0 if t > 0 else 0.0
-    df = int(df)
-    theta = math.atan(t / math.sqrt(df))
-    s, c2 = math.sin(theta), math.cos(theta) ** 2
-    if df % 2:
-        total, term = 0.0, math.cos(theta)
-        for j in range(1, (df - 1) // 2 + 1):
-            total += term
-            term *= (2 * j) / (2 * j + 1) * c2
-        a = (2.0 / math.pi) * (theta + s * total)
-    else:
-        total, term = 0.0, 1.0
-        for j in range(1, df // 2 + 1):
-            total += term
-            term *= (2 * j - 1) / (2 * j) * c2
-        a = s * total
-    return 0.5 + 0.5 * a
-
-
-def t_ppf(q: float, df: int) -> float:
-    """The q-quantile of Student's t with integer `df` degrees of freedom: t_cdf inverted by
-    bisection to float64 resolution (the CDF is strictly increasing)."""
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"t_ppf: q must be in (0, 1), got {q}")
-    if q < 0.5:
-        return -t_ppf(1.0 - q, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < q:
-        lo, hi = hi, 2.0 * hi
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        lo, hi = (mid, hi) if t_cdf(mid, df) < q else (lo, mid)
-    return 0.5 * (lo + hi)
-
+# degrees of freedom for the mean of n paired differences (SciPy's, a dependency of JAX), an
+# exact sign-flip test, TOST equivalence and Holm's step-down correction. Float64 throughout.
 
 def _mean_se(diffs) -> Tuple[np.ndarray, float, float]:
     d = np.asarray(diffs, np.float64).reshape(-1)
@@ -207,7 +158,7 @@ def paired_t_interval(diffs: Sequence[float], level: float = 0.95) -> Tuple[floa
     """(lo, hi): the Student-t interval d̄ ± t_{(1+level)/2, n−1} · s / √n of the mean of
     the n paired differences `diffs` [n] (s: their sample standard deviation, ddof 1)."""
     d, mean, se = _mean_se(diffs)
-    half = t_ppf(0.5 + 0.5 * level, d.size - 1) * se
+    half = float(scipy.stats.t.ppf(0.5 + 0.5 * level, d.size - 1)) * se
     return mean - half, mean + half
 
 
@@ -222,8 +173,8 @@ def t_pvalue(diffs: Sequence[float], mu0: float = 0.0, alternative: str = "great
             return 1.0
     else:
         t = (mean - mu0) / se
-    low = t_cdf(t, d.size - 1)
-    up = t_cdf(-t, d.size - 1)  # 1 − F(T) without the cancellation.
+    low = float(scipy.stats.t.cdf(t, d.size - 1))
+    up = float(scipy.stats.t.sf(t, d.size - 1))  # 1 − F(T) without the cancellation.
     p = {"greater": up, "less": low, "two-sided": 2.0 * min(low, up)}.get(alternative)
     if p is None:
         raise ValueError(f"alternative must be greater / less / two-sided, got {alternative!r}")

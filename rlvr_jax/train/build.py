@@ -115,14 +115,20 @@ def check_fit(config, model_config, tokenizer, source, sample: int = 64) -> None
 
 def check_prompt_lengths(config, loader, name: str) -> None:
     """Counts the prompts of a file longer than `data.max_prompt_len` and prints the count
-    with the longest prompt's length (once, at start); raises `ConfigError` when
-    `data.overflow=drop` would drop more than `data.max_drop_fraction` of them."""
+    with the longest prompt's length (once, at start); raises `ConfigError` when one is and
+    `data.overflow=error`, or when `data.overflow=drop` would drop more than
+    `data.max_drop_fraction` of them."""
     d = config.data
     if not 0 <= d.max_drop_fraction <= 1:
         raise ConfigError(f"data.max_drop_fraction: must be in [0, 1], got {d.max_drop_fraction}")
     n_long, n, longest = loader.overflow_count()
     if not n_long:
         return
+    if d.overflow == "error":
+        raise ConfigError(f"data.max_prompt_len: {n_long} of {n} prompts of {name} are longer "
+                          f"than {d.max_prompt_len} tokens (data.overflow=error); the longest "
+                          f"has {longest} tokens: set data.max_prompt_len={longest} (or "
+                          "data.overflow=drop or truncate)")
     fraction, action = n_long / n, {"drop": "dropped", "truncate": "truncated"}[d.overflow]
     if d.overflow == "drop" and fraction > d.max_drop_fraction:
         raise ConfigError(f"data.max_prompt_len: {n_long} of {n} prompts of {name} "
