@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from rlvr_jax.lab.spec import Finding
+from rlvr_jax.train import workdir
 
 # Keys that reach the update only through the rewards and the group advantage estimator.
 ADVANTAGE_KEYS = frozenset({
@@ -44,16 +45,6 @@ class Problem:
     message: str
 
 
-def _flat(d: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[prefix + k] = v
-    return out
-
-
 def arm_configs(finding: Finding, a: str, b: str):
     """The configs of arms `a` and `b` at seed 0 (runner.arm_config)."""
     from rlvr_jax.lab import runner
@@ -62,9 +53,8 @@ def arm_configs(finding: Finding, a: str, b: str):
 
 def differences(config_a, config_b) -> Dict[str, Tuple[Any, Any]]:
     """{dotted key: (value in a, value in b)} for every config key whose values differ."""
-    fa, fb = _flat(config_a.to_dict()), _flat(config_b.to_dict())
-    return {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb))
-            if fa.get(k) != fb.get(k)}
+    return {k: (a, b) for k, a, b in workdir.config_diff(config_a.to_dict(),
+                                                          config_b.to_dict())}
 
 
 def samples_per_step(config) -> float:

@@ -32,8 +32,8 @@ import numpy as np
 
 from rlvr_jax.lab import stats
 from rlvr_jax.lab.spec import Check, Finding
+from rlvr_jax.lab.stats import CONTRADICTED, SUPPORTED, UNDECIDED
 
-SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
 NO_EFFECT, UNTESTABLE = "no effect ≥ m", "not testable here"
 REPRODUCED, NOT_REPRODUCED, NULL = "reproduced", "not reproduced", "no effect at this scale"
 INCONCLUSIVE = "inconclusive"
