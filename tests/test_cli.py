@@ -137,8 +137,6 @@ CASES = [
     ("jsonl-malformed", ["--config.data.source=jsonl", "--config.data.path={tmp}/data.jsonl",
                          "--config.reward.verifier=math", "--config.sft.steps=0"], None,
      "data.jsonl line 3: not JSON"),
-    ("jsonl-warm-up", ["--config.data.source=jsonl", "--config.data.path={tmp}/data.jsonl"],
-     None, "sft.steps: 2 warm-up steps need worked solutions"),
     ("tokenizer-missing", ["--config.tokenizer={tmp}/tok.model"], None,
      "tokenizer: no such file or directory"),
     ("hf-missing", ["--config.model.hf_checkpoint={tmp}/qwen"], None,

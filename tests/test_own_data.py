@@ -146,7 +146,8 @@ def test_help_lists_fields_in_the_configs_order_so_continued_comments_read_on():
 def test_the_validator_reports_every_problem_root_cause_first(tmp_path, capsys, monkeypatch):
     """The issue's case: switching the quickstart to JSONL without a path reported only
     `sft.steps`; now every problem, one `error:` line each, exit 2: `data.path` (the root
-    cause) before `sft.steps`, and a bad value of another section too."""
+    cause) and a bad value of another section too. (`sft.steps` is checked against the
+    file's worked solutions once it is read.)"""
     monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
     capsys.readouterr()
     status = cli.main(["--config", QUICK, "--workdir", str(tmp_path / "run"),
@@ -154,5 +155,39 @@ def test_the_validator_reports_every_problem_root_cause_first(tmp_path, capsys, 
     lines = capsys.readouterr().err.strip().splitlines()
     assert status == 2
     assert [line.split(":")[1].strip() for line in lines] == [
-        "checkpoint.keep", "data.path", "sft.steps"], lines
+        "checkpoint.keep", "data.path"], lines
     assert all(line.startswith("error: ") for line in lines)
+
+
+def test_worked_solutions_come_from_a_solution_field_and_a_warm_up_needs_them(tmp_path,
+                                                                            capsys, monkeypatch):
+    rows = [{"prompt": f"{i}+{i}=", "answer": str(2 * i), "solution": f"#### {2 * i}"}
+            for i in range(6)] + [{"prompt": "7+1=", "answer": "8"}]
+    path = _write(tmp_path / "mine.jsonl", rows)
+    data = datasets.read_jsonl(path)
+    assert [e.solution for e in data.examples] == [f"#### {2 * i}" for i in range(6)] + [""]
+    assert datasets.read_jsonl(path, solution_field="").examples[0].solution == ""
+    _write(tmp_path / "bad.jsonl", [{"prompt": "1+1=", "answer": 2, "solution": 2}])
+    with pytest.raises(ValueError, match="bad.jsonl line 1: solution field 'solution' must be "
+                                         "text, got int"):
+        datasets.read_jsonl(tmp_path / "bad.jsonl")
+    # A warm-up (the quickstart's sft.steps > 0) on rows without solutions: one line, exit 2.
+    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
+    capsys.readouterr()
+    status = cli.main(["--config", QUICK, "--workdir", str(tmp_path / "run"),
+                       "--config.data.source=jsonl", f"--config.data.path={path}",
+                       "--config.data.solution_field=steps", "--config.data.eval_fraction=0.3"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("error: sft.steps: the warm-up trains on worked "
+                                          "solutions and the first "), err
+    # With them, the warm-up runs on the file (and its loss falls).
+    status = cli.main(["--config", QUICK, "--workdir", str(tmp_path / "ok"),
+                       "--config.data.source=jsonl", f"--config.data.path={path}",
+                       "--config.data.eval_fraction=0.3", "--config.sft.steps=30",
+                       "--config.sft.batch_size=4", "--config.log_every=10",
+                       "--config.rl.steps=0", "--config.eval.num_prompts=2",
+                       "--config.eval.batch_size=2"])
+    assert status == 0, capsys.readouterr().err
+    sft = [r["sft/loss"] for r in read_metrics(str(tmp_path / "ok" / "metrics.jsonl"))
+           if "sft/loss" in r]
+    assert len(sft) == 3 and sft[-1] < sft[0]

@@ -115,7 +115,7 @@ def _to_text(value, what: str) -> str:
             raise _RowError("bad_utf8", f"{what} is not valid UTF-8 ({e.reason} at byte {e.start})")
     if isinstance(value, str):
         return value
-    if what.startswith("prompt"):
+    if what.startswith(("prompt", "solution")):
         raise _RowError("bad_type", f"{what} must be text, got {_json_type(value)}")
     return str(value)
 
@@ -146,24 +146,27 @@ class _RowError(Exception):
 
 def records_to_examples(records: Iterable[dict], *, name: str, prompt_field: str = "prompt",
                         answer_field: str = "answer", metadata_fields: Sequence[str] | str = (),
-                        on_error: str = "raise", first_row: int = 0) -> ExampleList:
+                        on_error: str = "raise", first_row: int = 0,
+                        solution_field: str = "solution") -> ExampleList:
     """Turn dict records into an `ExampleList`.
 
     Args:
       records: dicts (bytes values are decoded as UTF-8).
       name: used in error messages and example keys.
       prompt_field, answer_field: field names.
+      solution_field: the optional field of a worked solution (the warm-up's target); a
+        record without it has none ("").
       metadata_fields: names copied into `Example.meta`, or "*" for every other field.
       on_error: "raise" (ValueError naming the row) or "skip" (count in `.stats`).
       first_row: number of the first record in messages and keys.
     """
     return _convert(enumerate(records, start=first_row), name=f"{name} row", prompt_field=prompt_field,
                     answer_field=answer_field, metadata_fields=metadata_fields,
-                    on_error=on_error, key_prefix=name)
+                    on_error=on_error, key_prefix=name, solution_field=solution_field)
 
 
 def _convert(numbered, *, name, prompt_field, answer_field, metadata_fields, on_error,
-             key_prefix) -> ExampleList:
+             key_prefix, solution_field="solution") -> ExampleList:
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     stats = {"missing_field": 0, "bad_utf8": 0, "bad_json": 0, "bad_type": 0, "too_long": 0}
@@ -177,8 +180,13 @@ def _convert(numbered, *, name, prompt_field, answer_field, metadata_fields, on_
                 raise _RowError("missing_field", f"missing field(s) {missing}; has {sorted(rec)}")
             prompt = _to_text(rec[prompt_field], f"prompt field {prompt_field!r}")
             answer = _answer_text(rec[answer_field], f"answer field {answer_field!r}")
+            solution = rec.get(solution_field) if solution_field not in (
+                "", prompt_field, answer_field) else None
+            solution = "" if solution is None else _to_text(
+                solution, f"solution field {solution_field!r}")
             if metadata_fields == "*":
-                meta_names = [k for k in rec if k not in (prompt_field, answer_field)]
+                meta_names = [k for k in rec if k not in (prompt_field, answer_field,
+                                                          solution_field)]
             else:
                 meta_names = list(metadata_fields)
                 absent = [f for f in meta_names if f not in rec]
@@ -192,7 +200,7 @@ def _convert(numbered, *, name, prompt_field, answer_field, metadata_fields, on_
             stats[e.kind] += 1
             continue
         examples.append(task_base.Example(
-            prompt=prompt, answer=answer, solution="", task=key_prefix, key=f"{key_prefix}:{row}",
+            prompt=prompt, answer=answer, solution=solution, task=key_prefix, key=f"{key_prefix}:{row}",
             split="", answer_value=_answer_value(answer), meta=meta))
     return ExampleList(examples, name=name, stats=stats)
 
@@ -263,9 +271,10 @@ def _read_jsonl_records(path: pathlib.Path, limit: int):
 
 
 def read_jsonl(path, *, prompt_field: str = "prompt", answer_field: str = "answer",
-               metadata_fields: Sequence[str] | str = (), on_error: str = "raise") -> ExampleList:
+               metadata_fields: Sequence[str] | str = (), on_error: str = "raise",
+               solution_field: str = "solution") -> ExampleList:
     """Examples from a JSON-lines file (one object per line; blank lines ignored; rows are
-    numbered from 1 as lines)."""
+    numbered from 1 as lines); fields as in `records_to_examples`."""
     path = pathlib.Path(path)
     if not path.is_file():
         raise ValueError(f"JSONL file not found: {path}")
@@ -274,11 +283,12 @@ def read_jsonl(path, *, prompt_field: str = "prompt", answer_field: str = "answe
                 if rec is not None)
     return _convert(numbered, name=f"{path} line", prompt_field=prompt_field,
                     answer_field=answer_field, metadata_fields=metadata_fields,
-                    on_error=on_error, key_prefix=path.name)
+                    on_error=on_error, key_prefix=path.name, solution_field=solution_field)
 
 
 def read_parquet(path, *, prompt_field: str = "prompt", answer_field: str = "answer",
-                 metadata_fields: Sequence[str] | str = (), on_error: str = "raise") -> ExampleList:
+                 metadata_fields: Sequence[str] | str = (), on_error: str = "raise",
+                 solution_field: str = "solution") -> ExampleList:
     """Examples from a Parquet file (needs pyarrow; rows numbered from 0)."""
     try:
         import pyarrow.parquet as pq
@@ -290,12 +300,13 @@ def read_parquet(path, *, prompt_field: str = "prompt", answer_field: str = "ans
     records = pq.read_table(path).to_pylist()
     return records_to_examples(records, name=str(path), prompt_field=prompt_field,
                                answer_field=answer_field, metadata_fields=metadata_fields,
-                               on_error=on_error)
+                               on_error=on_error, solution_field=solution_field)
 
 
 def read_tfds(name: str, *, split: str = "train", data_dir: str | None = None,
               prompt_field: str = "prompt", answer_field: str = "answer",
-              metadata_fields: Sequence[str] | str = (), on_error: str = "raise") -> ExampleList:
+              metadata_fields: Sequence[str] | str = (), on_error: str = "raise",
+              solution_field: str = "solution") -> ExampleList:
     """Examples from a prepared TFDS dataset, by builder name, through its array_record
     files (`tfds.data_source`; no TensorFlow). The dataset must have been prepared with
     ``file_format="array_record"``; text features arrive as bytes and are decoded as UTF-8.
@@ -310,7 +321,7 @@ def read_tfds(name: str, *, split: str = "train", data_dir: str | None = None,
     records = (source[i] for i in range(len(source)))
     return records_to_examples(records, name=f"tfds:{name}/{split}", prompt_field=prompt_field,
                                answer_field=answer_field, metadata_fields=metadata_fields,
-                               on_error=on_error)
+                               on_error=on_error, solution_field=solution_field)
 
 
 # ---------------------------------------------------------------------------------------

@@ -100,6 +100,11 @@ def check_fit(config, model_config, tokenizer, source, sample: int = 64) -> None
             raise ConfigError(f"sampling.max_new_tokens: the warm-up's worked solution "
                               f"{example.solution!r} needs {len(target) + 1} tokens (EOS "
                               f"included), more than {config.sampling.max_new_tokens}")
+    if config.sft.steps > 0 and not isinstance(source, datasets.TaskSource) and \
+            not any(source[i].solution for i in range(n)):
+        raise ConfigError(f"sft.steps: the warm-up trains on worked solutions and the first {n} "
+                          f"rows of the data have none (field {config.data.solution_field!r}): "
+                          "add them or set sft.steps=0")
     if not kept:
         raise ConfigError(f"data.max_prompt_len: all of the first {n} prompts are longer than "
                           f"{config.data.max_prompt_len} tokens (data.overflow=drop drops them)")
@@ -145,7 +150,7 @@ def file_sources(d, read):
     the prompts it shares with the training file), else a hash split of `d.path`
     (`datasets.split_by_prompt`, `d.eval_fraction`). The held-out list's name says which."""
     fields = dict(prompt_field=d.prompt_field, answer_field=d.answer_field,
-                  on_error="skip" if d.skip_bad_rows else "raise")
+                  solution_field=d.solution_field, on_error="skip" if d.skip_bad_rows else "raise")
     with user_input("data.path"):
         data = _read_reporting_skips(read, d.path, fields)
     if not d.eval_path:

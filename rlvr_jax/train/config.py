@@ -60,6 +60,8 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.data.path = ""                 # File path (jsonl/parquet) or TFDS builder name.
     c.data.prompt_field = "prompt"   # jsonl/parquet/tfds: the field holding the prompt text...
     c.data.answer_field = "answer"   # ...and the reference answer.
+    c.data.solution_field = "solution"  # ...and, optional, a worked solution ending in the
+    #                                  answer: the warm-up's target (sft.steps > 0 needs it).
     c.data.max_prompt_len = 16       # Tp: prompts are left-padded to it; longer ones...
     c.data.overflow = "drop"         # ...are dropped, truncated or an error.
     c.data.max_drop_fraction = 0.01  # overflow=drop: an error when a file has more too-long

@@ -219,6 +219,7 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
         pb = next(loader)
         comp, comp_mask = datasets.completion_arrays(
             [ex.solution for ex in pb.examples], tokenizer, max_len=n_new)
+        comp_mask &= np.array([bool(ex.solution) for ex in pb.examples])[:, None]  # none: no target
         pmask = build.prompt_mask(pb.lengths, pb.tokens.shape[1])
         targets = warmup_loss_mask(sampler, tokenizer, pb, pmask, comp, comp_mask)
         batch = {"tokens": np.concatenate([pb.tokens, comp], 1),

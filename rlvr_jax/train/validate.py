@@ -157,13 +157,6 @@ def _check_source(config) -> None:
             _fail("data.eval_fraction", f"must be in (0, 1), got {d.eval_fraction}")
 
 
-def _check_warmup_data(config) -> None:
-    d = config.data
-    if d.source in SOURCES and d.source != "task" and config.sft.steps > 0:
-        _fail("sft.steps", f"{config.sft.steps} warm-up steps need worked solutions, which "
-              f"data.source={d.source} does not have (only tasks do); set sft.steps=0")
-
-
 def _check_reward(config) -> None:
     from rlvr_jax.scoring import check_reward_config
     try:
@@ -268,5 +261,5 @@ def _check_mesh(config) -> None:
             _fail(f"mesh.{name}", f"must be >= 1, got {m[name]}")
 
 
-_CHECKS = (_check_ints, _check_model, _check_source, _check_warmup_data, adaptive.check,
+_CHECKS = (_check_ints, _check_model, _check_source, adaptive.check,
            _check_reward, _check_sampling, _check_training, _check_eval, _check_mesh)
