@@ -32,6 +32,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plt
 
 from rlvr_jax.models.config import ModelConfig
 
@@ -75,7 +76,7 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
     check_impl(impl)
     if impl in ("pallas", "interpret"):
         return _pallas(q, k_cache, v_cache, mask, start, end, config,
-                       min(block, k_cache.shape[2]), interpret or impl == "interpret")
+                       block, interpret or impl == "interpret")
     slots = jnp.arange(k_cache.shape[2], dtype=jnp.int32)[None]
     valid = (mask != 0) & (slots >= start[:, None]) & (slots < end)
     if impl == "plain":
@@ -114,54 +115,67 @@ def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
 
 
 def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, interpret):
+    """The kernel's call, in shapes Triton lowers: the G query heads of a KV group padded to
+    a power of two >= 16 (Triton tensors are powers of two; its dots take >= 16 rows),
+    blocks of a power-of-two number of slots; per-row start and end as scalars."""
     b, h, dh = q.shape
     hkv, s = k_cache.shape[1], k_cache.shape[2]
-    g = h // hkv
-    bounds = jnp.stack([start.astype(jnp.int32),
-                        jnp.broadcast_to(jnp.asarray(end, jnp.int32), (b,))], axis=1)  # [B, 2]
-    kernel = functools.partial(_kernel, block=block, slots=s, scale=dh ** -0.5)
+    g, dt = h // hkv, cfg.compute_dtype
+    gp = max(16, pl.next_power_of_2(g))
+    block = min(block, 1 << (s.bit_length() - 1))  # A power of two <= S.
+    # Scaled as the plain path scales (float32, then the compute dtype); padded rows are 0.
+    qg = (q.astype(jnp.float32) * dh ** -0.5).astype(dt).reshape(b, hkv, g, dh)
+    qg = jnp.pad(qg, ((0, 0), (0, 0), (0, gp - g), (0, 0)))
+    ends = jnp.broadcast_to(jnp.asarray(end, jnp.int32), (b,))
+    precision = jax.lax.Precision.HIGHEST if dt == jnp.float32 else None  # Not TF32.
+    kernel = functools.partial(_kernel, block=block, slots=s, dtype=dt, precision=precision)
+    row = pl.BlockSpec((None,), lambda i, n: (i,))
     kv_spec = pl.BlockSpec((None, None, s, dh), lambda i, n: (i, n, 0, 0))
+    q_spec = pl.BlockSpec((None, None, gp, dh), lambda i, n: (i, n, 0, 0))
     out = pl.pallas_call(
         kernel,
         grid=(b, hkv),
-        in_specs=[pl.BlockSpec((None, 2), lambda i, n: (i, 0)),
-                  pl.BlockSpec((None, None, g, dh), lambda i, n: (i, n, 0, 0)),
-                  kv_spec, kv_spec,
+        in_specs=[row, row, q_spec, kv_spec, kv_spec,
                   pl.BlockSpec((None, s), lambda i, n: (i, 0))],
-        out_specs=pl.BlockSpec((None, None, g, dh), lambda i, n: (i, n, 0, 0)),
-        out_shape=jax.ShapeDtypeStruct((b, hkv, g, dh), cfg.compute_dtype),
+        out_specs=q_spec,
+        out_shape=jax.ShapeDtypeStruct((b, hkv, gp, dh), dt),
+        compiler_params=plt.CompilerParams(num_warps=4, num_stages=2),  # Triton, on GPU.
         interpret=interpret,
-    )(bounds, q.reshape(b, hkv, g, dh), k_cache, v_cache, mask.astype(jnp.int32))
-    return out.reshape(b, h, dh)
+    )(start.astype(jnp.int32), ends, qg, k_cache, v_cache, mask.astype(jnp.int32))
+    return out[:, :, :g].reshape(b, h, dh)
 
 
-def _kernel(bounds_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, *, block, slots, scale):
-    """One (row, KV head): q [G, Dh] against the blocks of K/V [S, Dh] that overlap
+def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, *, block, slots, dtype,
+            precision):
+    """One (row, KV head): q [Gp, Dh] (scaled) against the blocks of K/V [S, Dh] that overlap
     [start, end); the last block is shifted back to end at S (its slots before the block's
-    nominal start, already seen, are masked)."""
-    start, end = bounds_ref[0], bounds_ref[1]
-    q = q_ref[...].astype(jnp.float32) * scale
-    g, dh = q.shape
+    nominal start, already seen, are masked). Scores and the online softmax in float32, the
+    weights cast to the compute dtype for the PV dot (as the plain path)."""
+    start, end = start_ref[()], end_ref[()]
+    q = q_ref[...].astype(dtype)
+    gp, dh = q.shape
+    dims = (((1,), (1,)), ((), ()))
 
     def body(i, carry):
         m, l, acc = carry
         nominal = i * block
         base = jnp.minimum(nominal, slots - block)
-        k = k_ref[pl.ds(base, block), :].astype(jnp.float32)
-        v = v_ref[pl.ds(base, block), :].astype(jnp.float32)
+        k = k_ref[pl.ds(base, block), :].astype(dtype)
+        v = v_ref[pl.ds(base, block), :].astype(dtype)
         slot = base + jax.lax.broadcasted_iota(jnp.int32, (1, block), 1)
         valid = ((mask_ref[pl.ds(base, block)][None] != 0) & (slot >= nominal)
                  & (slot >= start) & (slot < end))
-        scores = jnp.where(valid, jax.lax.dot_general(
-            q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32), _NEG_INF)
+        scores = jax.lax.dot_general(q, k, dims, precision=precision,
+                                     preferred_element_type=jnp.float32)
+        scores = jnp.where(valid, scores, _NEG_INF)
         m_new = jnp.maximum(m, jnp.max(scores, axis=1, keepdims=True))
         p = jnp.where(valid, jnp.exp(scores - m_new), 0.0)
         alpha = jnp.exp(m - m_new)
-        acc = acc * alpha + jax.lax.dot_general(p, v, (((1,), (0,)), ((), ())),
-                                                preferred_element_type=jnp.float32)
-        return m_new, l * alpha + jnp.sum(p, axis=1, keepdims=True), acc
+        pv = jax.lax.dot_general(p.astype(dtype), v, (((1,), (0,)), ((), ())),
+                                 precision=precision, preferred_element_type=jnp.float32)
+        return m_new, l * alpha + jnp.sum(p, axis=1, keepdims=True), acc * alpha + pv
 
-    init = (jnp.full((g, 1), _NEG_INF, jnp.float32), jnp.zeros((g, 1), jnp.float32),
-            jnp.zeros((g, dh), jnp.float32))
+    init = (jnp.full((gp, 1), _NEG_INF, jnp.float32), jnp.zeros((gp, 1), jnp.float32),
+            jnp.zeros((gp, dh), jnp.float32))
     _, l, acc = jax.lax.fori_loop(start // block, pl.cdiv(end, block), body, init)
     o_ref[...] = (acc / jnp.maximum(l, 1e-30)).astype(o_ref.dtype)
