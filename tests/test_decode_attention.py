@@ -55,3 +55,18 @@ def test_decode_attention_samples_what_grouped_attention_samples(tiny_params, ti
     got, want = run(sc), run(sc.replace(attention_impl="grouped"))
     np.testing.assert_array_equal(got.tokens, want.tokens)
     numerics.assert_forward_close(got.logprobs, want.logprobs, tiny_config, 6 + 6)
+
+
+def test_kernel_lowers_for_triton_at_the_qwen_shape(tiny_config):
+    """The kernel's GPU lowering (Pallas -> Triton IR, done on this CPU): Triton takes only
+    power-of-two tensors and dots of >= 16 rows, and qwen2.5-0.5b has 7 query heads per KV head
+    and 128 + 512 - 1 = 639 cache slots. Compiling the IR needs a GPU (scripts/gpu_52.sh)."""
+    cfg = tiny_config.replace(n_heads=14, n_kv_heads=2, head_dim=64, dtype="bfloat16")
+    b, s = 4, 639
+    args = (jax.ShapeDtypeStruct((b, cfg.n_heads, cfg.head_dim), jnp.bfloat16),
+            *[jax.ShapeDtypeStruct((b, cfg.n_kv_heads, s, cfg.head_dim), jnp.bfloat16)] * 2,
+            jax.ShapeDtypeStruct((b, s), jnp.int32), jax.ShapeDtypeStruct((b,), jnp.int32),
+            jax.ShapeDtypeStruct((), jnp.int32))
+    fn = jax.jit(lambda *a: decode_attention.decode_attention(*a, cfg, impl="pallas"))
+    text = fn.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    assert "xla.gpu.triton" in text and 'name = "decode_attention"' in text

@@ -140,7 +140,7 @@ def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, interpret):
         out_specs=q_spec,
         out_shape=jax.ShapeDtypeStruct((b, hkv, gp, dh), dt),
         compiler_params=plt.CompilerParams(num_warps=4, num_stages=2),  # Triton, on GPU.
-        interpret=interpret,
+        interpret=interpret, name="decode_attention",
     )(start.astype(jnp.int32), ends, qg, k_cache, v_cache, mask.astype(jnp.int32))
     return out[:, :, :g].reshape(b, h, dh)
 
