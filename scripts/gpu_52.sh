@@ -53,6 +53,7 @@ RUNS=(
   "real_bench_compact|$BENCH --prompts $P256 $ROWS --lengths real --decode-attention grouped"
   "real_bench_compact_kernel|$BENCH --prompts $P256 $ROWS --lengths real --decode-attention $KERNEL"
   "f256_plain|$Q --prompts $P256 $FORCED --decode-attention plain"
+  "f256_kernel_1phase|$Q --prompts $P256 $FORCED --decode-attention $KERNEL --cache-window 0"
 )
 
 step() {  # step NAME TIMEOUT COMMAND...: runs it, logs to $OUT/NAME.log, records its status.
