@@ -3,7 +3,7 @@ reference at one shape (max abs error, µs per call), then a short sampled rollo
 implementation against "grouped" (same tokens, log-prob difference). One JSON line each.
 
     python scripts/decode_attention_check.py --preset qwen2.5-0.5b --dtype bfloat16 \
-        --rows 256 --slots 639 --impls grouped plain pallas
+        --rows 256 --slots 639 --impls grouped plain pallas [--sweep]
 
 The shape: rows start at random slots in [0, 100) (left-padded prompts), every fourth row has
 finished halfway (its later slots masked), all end at `--slots` (and at 2/3 of it). The
@@ -72,6 +72,23 @@ def op_check(cfg, args):
             print(json.dumps(line), flush=True)
 
 
+def sweep(cfg, args):
+    """µs per call of the kernel by slots per block and Triton warps (end at `--slots`)."""
+    q, k, v, mask, start = _inputs(cfg, args.rows, args.slots, cfg.compute_dtype)
+    end = jnp.asarray(args.slots, jnp.int32)
+    for block in (32, 64, 128, 256):
+        for warps in (2, 4, 8):
+            try:
+                fn = jax.jit(lambda *a, b=block, w=warps: decode_attention.decode_attention(
+                    *a, cfg, impl=args.impls[-1], block=b, warps=w))
+                line = dict(check="sweep", block=block, warps=warps,
+                            us_per_call=_timed_us(fn, q, k, v, mask, start, end))
+            except Exception as e:
+                line = dict(check="sweep", block=block, warps=warps,
+                            error=f"{type(e).__name__}: {e}"[:500])
+            print(json.dumps(line), flush=True)
+
+
 def rollout_check(cfg, args):
     """Tokens and log-probs of a short rollout per implementation against "grouped"."""
     small = dataclasses.replace(cfg, n_layers=args.rollout_layers)
@@ -123,6 +140,8 @@ def main():
     parser.add_argument("--impls", nargs="+", default=["grouped", "plain", "pallas"])
     parser.add_argument("--rollout-layers", type=int, default=2)
     parser.add_argument("--rollout-tokens", type=int, default=32)
+    parser.add_argument("--sweep", action="store_true",
+                        help="also time the kernel (the last of --impls) by block and warps")
     args = parser.parse_args()
     for impl in args.impls:
         decode_attention.check_impl(impl)
@@ -131,6 +150,8 @@ def main():
                           jax=jax.__version__)), flush=True)
     op_check(cfg, args)
     rollout_check(cfg, args)
+    if args.sweep:
+        sweep(cfg, args)
 
 
 if __name__ == "__main__":

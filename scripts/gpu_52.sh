@@ -26,12 +26,12 @@ if [ "${SMALL:-0}" = 1 ]; then
   Q="--preset bench --dtype float32"; BENCH="--preset bench --dtype float32"
   ROWS="--samples 2 --prompt-len 16 --new-tokens 24"; P256=4; P64=2; STEPS=23
   KERNEL=interpret; REPEATS=1; CTIME=300; RTIME=200
-  CHECK="--preset bench --dtype bfloat16 --rows 8 --slots 40 --impls grouped plain interpret --rollout-tokens 8"
+  CHECK="--preset bench --dtype bfloat16 --rows 8 --slots 40 --impls grouped plain interpret --rollout-tokens 8 --sweep"
 else
   Q="--preset qwen2.5-0.5b --dtype bfloat16"; BENCH="--preset bench --dtype bfloat16"
   ROWS="--samples 8 --prompt-len 128 --new-tokens 512"; P256=32; P64=8; STEPS=511
   KERNEL=pallas; REPEATS=2; CTIME=240; RTIME=90
-  CHECK="--preset qwen2.5-0.5b --dtype bfloat16 --rows 256 --slots 639 --impls grouped plain pallas"
+  CHECK="--preset qwen2.5-0.5b --dtype bfloat16 --rows 256 --slots 639 --impls grouped plain pallas --sweep"
 fi
 
 if ! $PY -c "import ml_collections" 2>/dev/null; then
@@ -85,12 +85,12 @@ echo "== 2. timed runs (one at a time; the 256-row forced-length ones also write
 for run in "${RUNS[@]}"; do
   name=${run%%|*}; args=${run#*|}
   prof=""
-  case $name in f256_grouped|f256_kernel) rm -rf "/tmp/gpu52-prof-$name"; prof="--profile-dir /tmp/gpu52-prof-$name";; esac
+  case $name in f256_grouped|f256_kernel|f64_grouped|f64_kernel) rm -rf "/tmp/gpu52-prof-$name"; prof="--profile-dir /tmp/gpu52-prof-$name";; esac
   step "$name" "$RTIME" $PY scripts/benchmark.py sample $args --repeats $REPEATS $prof
 done
 
 echo "== 3. the profiles per op class (per decode step: $STEPS steps per rollout)"
-for name in f256_grouped f256_kernel; do
+for name in f256_grouped f256_kernel f64_grouped f64_kernel; do
   step "profile_summary_$name" 60 $PY scripts/profile_summary.py "/tmp/gpu52-prof-$name" \
     --top 25 --steps "$STEPS"
 done
@@ -127,13 +127,16 @@ try:
             if c.get("check") == "op":
                 print("op", c["impl"], "end", c.get("end"), "err", c.get("max_abs_err"),
                       "us", round(c.get("us_per_call", 0), 1), c.get("error", "")[:300])
+            elif c.get("check") == "sweep":
+                print("sweep block", c["block"], "warps", c["warps"], "us",
+                      round(c.get("us_per_call", 0), 1), c.get("error", "")[:200])
             elif c.get("check") == "rollout":
                 print("rollout", c["dtype"], c["impl"], "tokens_equal", c.get("tokens_equal"),
                       "agreement", c.get("token_agreement"), "logprob_diff",
                       c.get("logprob_max_abs_diff"), c.get("error", "")[:300])
 except OSError:
     print("check.log missing")
-for impl in ("f256_grouped", "f256_kernel"):
+for impl in ("f256_grouped", "f256_kernel", "f64_grouped", "f64_kernel"):
     path = os.path.join(out, f"profile_summary_{impl}.log")
     if os.path.exists(path):
         lines = open(path).read().splitlines()

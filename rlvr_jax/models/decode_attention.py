@@ -56,7 +56,8 @@ def check_impl(impl: Optional[str]) -> None:
 
 
 def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig, *,
-                     impl: Optional[str] = None, block: int = 128, interpret: bool = False):
+                     impl: Optional[str] = None, block: int = 128, warps: int = 4,
+                     interpret: bool = False):
     """Attention of one new token per row over its valid cache slots.
 
     Args:
@@ -67,7 +68,8 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
         written slot (slots >= end are never read).
       config: the model's config (heads, head_dim, compute dtype).
       impl: one of `IMPLS`, or None (`default_impl()`).
-      block: slots per kernel block (capped at S).
+      block: slots per kernel block (a power of two; capped at S).
+      warps: Triton warps per kernel program (GPU).
       interpret: run the Pallas kernel in interpret mode (CPU tests).
 
     Returns: [B, H, Dh] in the compute dtype.
@@ -76,7 +78,7 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
     check_impl(impl)
     if impl in ("pallas", "interpret"):
         return _pallas(q, k_cache, v_cache, mask, start, end, config,
-                       block, interpret or impl == "interpret")
+                       block, warps, interpret or impl == "interpret")
     slots = jnp.arange(k_cache.shape[2], dtype=jnp.int32)[None]
     valid = (mask != 0) & (slots >= start[:, None]) & (slots < end)
     if impl == "plain":
@@ -114,7 +116,7 @@ def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
     return (out / total[..., None]).astype(dt).reshape(b, h, dh)
 
 
-def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, interpret):
+def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, warps, interpret):
     """The kernel's call, in shapes Triton lowers: the G query heads of a KV group padded to
     a power of two >= 16 (Triton tensors are powers of two; its dots take >= 16 rows),
     blocks of a power-of-two number of slots; per-row start and end as scalars."""
@@ -139,7 +141,7 @@ def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, interpret):
                   pl.BlockSpec((None, s), lambda i, n: (i, 0))],
         out_specs=q_spec,
         out_shape=jax.ShapeDtypeStruct((b, hkv, gp, dh), dt),
-        compiler_params=plt.CompilerParams(num_warps=4, num_stages=2),  # Triton, on GPU.
+        compiler_params=plt.CompilerParams(num_warps=warps, num_stages=2),  # Triton, on GPU.
         interpret=interpret, name="decode_attention",
     )(start.astype(jnp.int32), ends, qg, k_cache, v_cache, mask.astype(jnp.int32))
     return out[:, :, :g].reshape(b, h, dh)
