@@ -19,12 +19,14 @@ The Pallas kernel (`impl="pallas"`) runs one program per (row, KV head) that
 walks only the blocks of `block` slots overlapping [start_b, end), with an online softmax
 (float32 running max, sum and output), so a step reads about the valid K/V whatever the
 cache's capacity; the program serves the H / Hkv query heads of its group (GQA) from one read
-of the group's K/V.
+of the group's K/V. It is written for Pallas' Triton backend (GPU): power-of-two tensors, the
+group's G query heads padded to >= 16 rows for Triton's dots (outside the kernel), slot blocks
+a power of two <= S. It runs on one device (no partitioning rule).
 
     out = decode_attention(q, k, v, mask, start, end, config, impl="pallas", interpret=True)
 
-`default_impl`: "plain" on CPU, "grouped" elsewhere (the GPU/TPU decode path is unchanged: the
-kernel is tested on CPU in interpret mode only, and has not been run on a GPU or TPU here).
+`default_impl`: "plain" on CPU, "grouped" elsewhere (`KERNEL_ON_ONE_GPU` makes the kernel the
+default on one GPU; docs/performance.md, issue 52, has its GPU checks: scripts/gpu_52.sh).
 """
 import functools
 from typing import Optional
@@ -39,10 +41,20 @@ from rlvr_jax.models.config import ModelConfig
 _NEG_INF = -1e30  # Finite: a block with no valid slot must not turn the running max into NaN.
 
 
+# The kernel as the default on one GPU: off until a GPU run shows it correct and faster
+# (scripts/gpu_52.sh). One device only: the pallas_call has no partitioning rule, so under a
+# multi-device mesh XLA would gather its operands (the whole cache) onto every device.
+KERNEL_ON_ONE_GPU = False
+
+
 def default_impl(backend: Optional[str] = None) -> str:
     """The implementation `impl=None` stands for on `backend` (default: JAX's): "plain" on
-    CPU, "grouped" elsewhere (until the kernel is measured on a device)."""
-    return "plain" if (backend or jax.default_backend()) == "cpu" else "grouped"
+    CPU; on one GPU "pallas" if `KERNEL_ON_ONE_GPU`; else "grouped"."""
+    backend = backend or jax.default_backend()
+    if backend == "cpu":
+        return "plain"
+    one_gpu = backend == "gpu" and jax.device_count() == 1
+    return "pallas" if KERNEL_ON_ONE_GPU and one_gpu else "grouped"
 
 
 IMPLS = ("grouped", "plain", "pallas", "interpret")
