@@ -14,6 +14,7 @@ matmuls (tokens must equal: the implementations differ by summation order only),
 """
 import argparse
 import dataclasses
+import itertools
 import json
 import statistics
 import time
@@ -73,20 +74,20 @@ def op_check(cfg, args):
 
 
 def sweep(cfg, args):
-    """µs per call of the kernel by slots per block and Triton warps (end at `--slots`)."""
+    """µs per call of the kernel by slots per block, chunks per (row, KV head) and Triton
+    warps (end at `--slots`)."""
     q, k, v, mask, start = _inputs(cfg, args.rows, args.slots, cfg.compute_dtype)
     end = jnp.asarray(args.slots, jnp.int32)
-    for block in (32, 64, 128, 256):
-        for warps in (2, 4, 8):
-            try:
-                fn = jax.jit(lambda *a, b=block, w=warps: decode_attention.decode_attention(
-                    *a, cfg, impl=args.impls[-1], block=b, warps=w))
-                line = dict(check="sweep", block=block, warps=warps,
-                            us_per_call=_timed_us(fn, q, k, v, mask, start, end))
-            except Exception as e:
-                line = dict(check="sweep", block=block, warps=warps,
-                            error=f"{type(e).__name__}: {e}"[:500])
-            print(json.dumps(line), flush=True)
+    for block, splits, warps in itertools.product((32, 64, 128), (1, 3, 5, 10), (2, 4)):
+        try:
+            fn = jax.jit(lambda *a, b=block, n=splits, w=warps: decode_attention.decode_attention(
+                *a, cfg, impl=args.impls[-1], block=b, splits=n, warps=w))
+            line = dict(check="sweep", block=block, splits=splits, warps=warps,
+                        us_per_call=_timed_us(fn, q, k, v, mask, start, end))
+        except Exception as e:
+            line = dict(check="sweep", block=block, splits=splits, warps=warps,
+                        error=f"{type(e).__name__}: {e}"[:500])
+        print(json.dumps(line), flush=True)
 
 
 def rollout_check(cfg, args):
@@ -141,7 +142,7 @@ def main():
     parser.add_argument("--rollout-layers", type=int, default=2)
     parser.add_argument("--rollout-tokens", type=int, default=32)
     parser.add_argument("--sweep", action="store_true",
-                        help="also time the kernel (the last of --impls) by block and warps")
+                        help="also time the kernel (the last of --impls) by block, splits, warps")
     args = parser.parse_args()
     for impl in args.impls:
         decode_attention.check_impl(impl)

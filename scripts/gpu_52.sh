@@ -128,7 +128,7 @@ try:
                 print("op", c["impl"], "end", c.get("end"), "err", c.get("max_abs_err"),
                       "us", round(c.get("us_per_call", 0), 1), c.get("error", "")[:300])
             elif c.get("check") == "sweep":
-                print("sweep block", c["block"], "warps", c["warps"], "us",
+                print("sweep block", c["block"], "splits", c["splits"], "warps", c["warps"], "us",
                       round(c.get("us_per_call", 0), 1), c.get("error", "")[:200])
             elif c.get("check") == "rollout":
                 print("rollout", c["dtype"], c["impl"], "tokens_equal", c.get("tokens_equal"),

@@ -13,7 +13,8 @@ from tests import numerics
 
 def test_kernel_and_plain_path_match_grouped_attention_over_valid_slots(tiny_config):
     """Rows starting at slots 0, 5 and 13, all ending at 17 of 20 slots, a masked slot inside
-    row 1's range; blocks of 8 (the last one shifted back to end at slot 20). Both sides are
+    row 1's range; blocks of 8 (the last one shifted back to end at slot 20), one kernel program
+per block or one for all three (split K or not). Both sides are
     float32 sums in different orders of the same softmax-weighted values: the scores' dot
     (head_dim terms), the softmax's sum and the weighted sum (<= S terms each) and an exp;
     the scores' error scales the weights, hence the magnitude max|v| · (1 + max|score|)."""
@@ -30,11 +31,13 @@ def test_kernel_and_plain_path_match_grouped_attention_over_valid_slots(tiny_con
     grouped = decode_attention.decode_attention(*args, impl="grouped")
     plain = decode_attention.decode_attention(*args, impl="plain")
     kernel = decode_attention.decode_attention(*args, impl="pallas", block=8, interpret=True)
+    whole = decode_attention.decode_attention(*args, impl="interpret", block=8, splits=1)
     scores = np.abs(np.asarray(q)).max() * np.abs(np.asarray(k)).max() * dh ** 0.5
     magnitude = float(np.abs(np.asarray(v)).max()) * (1.0 + scores)
     atol = numerics.reorder_atol(dh + 2 * s + 2 + numerics.TRANSCENDENTAL_U, magnitude)
     np.testing.assert_allclose(plain, grouped, rtol=0, atol=atol)
-    np.testing.assert_allclose(kernel, grouped, rtol=0, atol=atol)
+    np.testing.assert_allclose(kernel, grouped, rtol=0, atol=atol)  # 3 chunks of 1 block.
+    np.testing.assert_allclose(whole, grouped, rtol=0, atol=atol)  # 1 chunk of 3 blocks.
     with pytest.raises(ValueError, match="attention_impl"):
         sampling.SamplingConfig(attention_impl="flash")
 

@@ -39,6 +39,11 @@ from jax.experimental.pallas import triton as plt
 from rlvr_jax.models.config import ModelConfig
 
 _NEG_INF = -1e30  # Finite: a block with no valid slot must not turn the running max into NaN.
+# Kernel programs to aim for (B · Hkv · splits): JAX's own GPU decode kernel
+# (jax.experimental.pallas.ops.gpu.decode_attention) at the qwen2.5-0.5b decode shape on an
+# H200 was fastest with 5 chunks of 2 blocks of 64 slots for 256 rows × 2 KV heads, 2560
+# programs: 41.9 µs per layer, 71.3 µs unsplit (docs/performance.md, issue 52).
+_PROGRAMS = 2560
 
 
 # The kernel as the default on one GPU: off until a GPU run shows it correct and faster
@@ -68,8 +73,8 @@ def check_impl(impl: Optional[str]) -> None:
 
 
 def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig, *,
-                     impl: Optional[str] = None, block: int = 128, warps: int = 4,
-                     interpret: bool = False):
+                     impl: Optional[str] = None, block: int = 64, warps: int = 4,
+                     splits: Optional[int] = None, interpret: bool = False):
     """Attention of one new token per row over its valid cache slots.
 
     Args:
@@ -82,6 +87,8 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
       impl: one of `IMPLS`, or None (`default_impl()`).
       block: slots per kernel block (a power of two; capped at S).
       warps: Triton warps per kernel program (GPU).
+      splits: kernel programs per (row, KV head), each over a chunk of whole blocks (None:
+        enough for about `_PROGRAMS` programs in all; capped at the number of blocks).
       interpret: run the Pallas kernel in interpret mode (CPU tests).
 
     Returns: [B, H, Dh] in the compute dtype.
@@ -90,7 +97,7 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
     check_impl(impl)
     if impl in ("pallas", "interpret"):
         return _pallas(q, k_cache, v_cache, mask, start, end, config,
-                       block, warps, interpret or impl == "interpret")
+                       block, warps, splits, interpret or impl == "interpret")
     slots = jnp.arange(k_cache.shape[2], dtype=jnp.int32)[None]
     valid = (mask != 0) & (slots >= start[:, None]) & (slots < end)
     if impl == "plain":
@@ -128,47 +135,64 @@ def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
     return (out / total[..., None]).astype(dt).reshape(b, h, dh)
 
 
-def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, warps, interpret):
+def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, warps, splits, interpret):
     """The kernel's call, in shapes Triton lowers: the G query heads of a KV group padded to
     a power of two >= 16 (Triton tensors are powers of two; its dots take >= 16 rows),
-    blocks of a power-of-two number of slots; per-row start and end as scalars."""
+    blocks of a power-of-two number of slots; per-row start and end as scalars. The slots
+    are cut into `splits` chunks of whole blocks, one program each (flash-decoding's split
+    K: more programs than the B · Hkv (row, KV head) pairs alone); their partial softmax
+    sums are combined here."""
     b, h, dh = q.shape
     hkv, s = k_cache.shape[1], k_cache.shape[2]
     g, dt = h // hkv, cfg.compute_dtype
     gp = max(16, pl.next_power_of_2(g))
     block = min(block, 1 << (s.bit_length() - 1))  # A power of two <= S.
+    blocks = pl.cdiv(s, block)
+    splits = pl.cdiv(_PROGRAMS, b * hkv) if splits is None else splits
+    per = pl.cdiv(blocks, min(max(splits, 1), blocks))  # Blocks per chunk.
+    splits = pl.cdiv(blocks, per)
     # Scaled as the plain path scales (float32, then the compute dtype); padded rows are 0.
     qg = (q.astype(jnp.float32) * dh ** -0.5).astype(dt).reshape(b, hkv, g, dh)
     qg = jnp.pad(qg, ((0, 0), (0, 0), (0, gp - g), (0, 0)))
     ends = jnp.broadcast_to(jnp.asarray(end, jnp.int32), (b,))
     precision = jax.lax.Precision.HIGHEST if dt == jnp.float32 else None  # Not TF32.
-    kernel = functools.partial(_kernel, block=block, slots=s, dtype=dt, precision=precision)
-    row = pl.BlockSpec((None,), lambda i, n: (i,))
-    kv_spec = pl.BlockSpec((None, None, s, dh), lambda i, n: (i, n, 0, 0))
-    q_spec = pl.BlockSpec((None, None, gp, dh), lambda i, n: (i, n, 0, 0))
-    out = pl.pallas_call(
+    kernel = functools.partial(_kernel, block=block, chunk=per * block, slots=s, dtype=dt,
+                               precision=precision)
+    row = pl.BlockSpec((None,), lambda i, n, j: (i,))
+    kv_spec = pl.BlockSpec((None, None, s, dh), lambda i, n, j: (i, n, 0, 0))
+    part = lambda width: pl.BlockSpec((None, None, None, gp, width),  # noqa: E731
+                                      lambda i, n, j: (i, n, j, 0, 0))
+    acc, top, total = pl.pallas_call(
         kernel,
-        grid=(b, hkv),
-        in_specs=[row, row, q_spec, kv_spec, kv_spec,
-                  pl.BlockSpec((None, s), lambda i, n: (i, 0))],
-        out_specs=q_spec,
-        out_shape=jax.ShapeDtypeStruct((b, hkv, gp, dh), dt),
+        grid=(b, hkv, splits),
+        in_specs=[row, row, pl.BlockSpec((None, None, gp, dh), lambda i, n, j: (i, n, 0, 0)),
+                  kv_spec, kv_spec, pl.BlockSpec((None, s), lambda i, n, j: (i, 0))],
+        out_specs=[part(dh), part(1), part(1)],
+        out_shape=[jax.ShapeDtypeStruct((b, hkv, splits, gp, w), jnp.float32)
+                   for w in (dh, 1, 1)],
         compiler_params=plt.CompilerParams(num_warps=warps, num_stages=2),  # Triton, on GPU.
         interpret=interpret, name="decode_attention",
     )(start.astype(jnp.int32), ends, qg, k_cache, v_cache, mask.astype(jnp.int32))
-    return out[:, :, :g].reshape(b, h, dh)
+    # Chunks by their share of the row's softmax sum: exp(m_j - max_j m_j) (0 for a chunk with
+    # no valid slot unless no chunk has one: then the output is 0).
+    weight = jnp.exp(top - jnp.max(top, axis=2, keepdims=True))
+    out = (jnp.sum(weight * acc, axis=2)
+           / jnp.maximum(jnp.sum(weight * total, axis=2), 1e-30))  # [B, Hkv, Gp, Dh]
+    return out[:, :, :g].astype(dt).reshape(b, h, dh)
 
 
-def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, *, block, slots, dtype,
-            precision):
-    """One (row, KV head): q [Gp, Dh] (scaled) against the blocks of K/V [S, Dh] that overlap
-    [start, end); the last block is shifted back to end at S (its slots before the block's
-    nominal start, already seen, are masked). Scores and the online softmax in float32, the
-    weights cast to the compute dtype for the PV dot (as the plain path)."""
-    start, end = start_ref[()], end_ref[()]
+def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, mask_ref, acc_ref, top_ref, total_ref, *,
+            block, chunk, slots, dtype, precision):
+    """One (row, KV head, chunk): q [Gp, Dh] (scaled) against the blocks of K/V [S, Dh] that
+    overlap [start, end) within the chunk's slots; the last block is shifted back to end at
+    S (its slots before the block's nominal start, already seen, are masked). Scores and the
+    online softmax in float32, the weights cast to the compute dtype for the PV dot (as the
+    plain path). Writes the chunk's unnormalised output, running max and sum."""
+    first = pl.program_id(2) * chunk
+    lo = jnp.maximum(start_ref[()], first)
+    hi = jnp.minimum(end_ref[()], first + chunk)
     q = q_ref[...].astype(dtype)
     gp, dh = q.shape
-    dims = (((1,), (1,)), ((), ()))
 
     def body(i, carry):
         m, l, acc = carry
@@ -178,8 +202,8 @@ def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, *, block, 
         v = v_ref[pl.ds(base, block), :].astype(dtype)
         slot = base + jax.lax.broadcasted_iota(jnp.int32, (1, block), 1)
         valid = ((mask_ref[pl.ds(base, block)][None] != 0) & (slot >= nominal)
-                 & (slot >= start) & (slot < end))
-        scores = jax.lax.dot_general(q, k, dims, precision=precision,
+                 & (slot >= lo) & (slot < hi))
+        scores = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())), precision=precision,
                                      preferred_element_type=jnp.float32)
         scores = jnp.where(valid, scores, _NEG_INF)
         m_new = jnp.maximum(m, jnp.max(scores, axis=1, keepdims=True))
@@ -191,5 +215,7 @@ def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, *, block, 
 
     init = (jnp.full((gp, 1), _NEG_INF, jnp.float32), jnp.zeros((gp, 1), jnp.float32),
             jnp.zeros((gp, dh), jnp.float32))
-    _, l, acc = jax.lax.fori_loop(start // block, pl.cdiv(end, block), body, init)
-    o_ref[...] = (acc / jnp.maximum(l, 1e-30)).astype(o_ref.dtype)
+    m, l, acc = jax.lax.fori_loop(lo // block, pl.cdiv(hi, block), body, init)
+    acc_ref[...] = acc
+    top_ref[...] = m
+    total_ref[...] = l
