@@ -55,7 +55,7 @@ def sample_command(args):
         "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "lengths": args.lengths,
         "force_length": args.force_length, "cache_window": sampling.cache_window_of(sc),
         "decode_attention": sc.attention_impl or decode_attention.default_impl(),
-        "batch_sizes": live_rows.batch_sizes(args.prompts * args.samples, live_rows.ratio_of(sc)),
+        "batch_sizes": live_rows.sizes_of(args.prompts * args.samples, sc),
         "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
         "compile_s": time.perf_counter() - start, **_device_info(),
     }
