@@ -123,10 +123,15 @@ for path in sorted(glob.glob(os.path.join(out, "*.log"))):
           f"{r['useful_fraction']:6.3f} {r['decode_step_ms']:7.3f} {r['total_s']:7.3f} "
           f"{comp.get('compile_s', float('nan')):9.1f}")
 print("-- decode attention check (max abs error vs float32; us per call; rollout tokens)")
+errs, f32_equal = {}, None
 try:
     for line in open(os.path.join(out, "check.log")):
         if line.startswith("{"):
             c = json.loads(line)
+            if c.get("check") == "op" and "max_abs_err" in c:
+                errs[c["impl"]] = max(errs.get(c["impl"], 0.0), c["max_abs_err"])
+            if c.get("check") == "rollout" and c.get("dtype") == "float32" and "tokens_equal" in c:
+                f32_equal = c["tokens_equal"] if f32_equal is None else f32_equal and c["tokens_equal"]
             if c.get("check") == "op":
                 print("op", c["impl"], "end", c.get("end"), "err", c.get("max_abs_err"),
                       "us", round(c.get("us_per_call", 0), 1), c.get("error", "")[:300])
@@ -139,6 +144,21 @@ try:
                       c.get("logprob_max_abs_diff"), c.get("error", "")[:300])
 except OSError:
     print("check.log missing")
+def tps(name, key="tokens_per_s"):
+    r = last_json(os.path.join(out, f"{name}.log")) or {}
+    return r.get(key)
+kernel = [k for k in errs if k in ("pallas", "interpret")]
+ok_err = bool(kernel) and "grouped" in errs and errs[kernel[0]] <= 2 * errs["grouped"]
+faster = all(tps(a) is not None and tps(b) is not None and tps(a) > tps(b) for a, b in
+             (("f256_kernel", "f256_today"), ("f64_kernel", "f64_grouped")))
+print(f"-- verdict: kernel error <= 2x grouped's: {ok_err}; float32 rollout tokens equal: "
+      f"{f32_equal}; kernel faster at 256 and 64 rows: {faster} => "
+      + ("make it the GPU default (KERNEL_ON_ONE_GPU = True)" if ok_err and f32_equal and faster
+         else "keep grouped"))
+real = (tps("real_qwen_new", "real_tokens_per_s"), tps("real_qwen_today", "real_tokens_per_s"))
+print(f"-- targets: f256_kernel {tps('f256_kernel')} >= 150000; f64_kernel {tps('f64_kernel')} "
+      f">= 60000; real_qwen_new / real_qwen_today = "
+      f"{real[0] / real[1] if all(real) else None} >= 2")
 for impl in ("f256_kernel", "f64_kernel", "f256_today"):
     path = os.path.join(out, f"profile_summary_{impl}.log")
     if os.path.exists(path):
