@@ -143,15 +143,17 @@ def main():
     parser.add_argument("--rollout-tokens", type=int, default=32)
     parser.add_argument("--sweep", action="store_true",
                         help="also time the kernel (the last of --impls) by block, splits, warps")
+    parser.add_argument("--sweep-only", action="store_true", help="only the sweep")
     args = parser.parse_args()
     for impl in args.impls:
         decode_attention.check_impl(impl)
     cfg = _model_config(args.preset, args.dtype)
     print(json.dumps(dict(backend=jax.default_backend(), device=jax.devices()[0].device_kind,
                           jax=jax.__version__)), flush=True)
-    op_check(cfg, args)
-    rollout_check(cfg, args)
-    if args.sweep:
+    if not args.sweep_only:
+        op_check(cfg, args)
+        rollout_check(cfg, args)
+    if args.sweep or args.sweep_only:
         sweep(cfg, args)
 
 

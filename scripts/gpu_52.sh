@@ -7,19 +7,20 @@
 #     OUT=/some/dir bash scripts/gpu_52.sh          # qwen2.5-0.5b shape, bf16 (the GPU run)
 #     SMALL=1 OUT=/tmp/g52 bash scripts/gpu_52.sh   # tiny sizes on CPU: checks the script only
 #
-# Every step is independent (own `timeout`, own log under $OUT; a failure is recorded and the
+# Every step is independent (own `timeout`, own log under $LOG; a failure is recorded and the
 # next step runs). The sampler programs are compiled first, in parallel, into a persistent
 # compilation cache; the timed runs then load them and run one after another. Needs
 # ml_collections: installed from .whl/ (the lead's carried wheels) when missing.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD RLVR_JAX_DEBUG=1
 OUT=${OUT:-/tmp/gpu52-out}
-mkdir -p "$OUT"
+LOG=${LOG:-/tmp/gpu52-logs}  # Step logs; $OUT gets table.txt and logs.tar.gz (few files).
+mkdir -p "$OUT" "$LOG"
 PY=${PY:-python}
 HARD=${HARD:-420}  # Seconds: no step runs past this (its timeout is cut); none starts after.
 export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/gpu52-jax-cache}
 export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
-STATUS=$OUT/status.txt
+STATUS=$LOG/status.txt
 : > "$STATUS"
 
 if [ "${SMALL:-0}" = 1 ]; then
@@ -35,8 +36,8 @@ else
 fi
 
 if ! $PY -c "import ml_collections" 2>/dev/null; then
-  $PY -m pip install -q --no-index --find-links .whl ml_collections > "$OUT/pip.log" 2>&1 \
-    || $PY -m pip install -q --no-index --no-deps .whl/*.whl >> "$OUT/pip.log" 2>&1
+  $PY -m pip install -q --no-index --find-links .whl ml_collections > "$LOG/pip.log" 2>&1 \
+    || $PY -m pip install -q --no-index --no-deps .whl/*.whl >> "$LOG/pip.log" 2>&1
 fi
 
 # name | benchmark.py sample arguments. "today": the sampler as the issue measured it (4 cache
@@ -59,7 +60,7 @@ RUNS=(
   "f256_grouped|$Q --prompts $P256 $FORCED --decode-attention grouped"
 )
 
-step() {  # step NAME TIMEOUT COMMAND...: runs it, logs to $OUT/NAME.log, records its status.
+step() {  # step NAME TIMEOUT COMMAND...: runs it, logs to $LOG/NAME.log, records its status.
   local name=$1 limit=$2; shift 2
   local left=$((HARD - SECONDS))
   if [ "$left" -le 5 ]; then
@@ -67,7 +68,7 @@ step() {  # step NAME TIMEOUT COMMAND...: runs it, logs to $OUT/NAME.log, record
   fi
   [ "$limit" -gt "$left" ] && limit=$left
   local t0=$SECONDS
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  timeout "$limit" "$@" > "$LOG/$name.log" 2>&1
   local rc=$?
   echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$STATUS"
 }
@@ -99,7 +100,7 @@ for name in f256_kernel f64_kernel f256_today; do
 done
 
 echo "== 4. table"
-$PY - "$OUT" <<'EOF'
+$PY - "$LOG" <<'EOF' | tee "$OUT/table.txt"
 import glob, json, os, sys
 out = sys.argv[1]
 def last_json(path):
@@ -167,4 +168,5 @@ for impl in ("f256_kernel", "f64_kernel", "f256_today"):
         print(f"-- profile per op class, {impl}:")
         print("\n".join(lines[at[0]:at[0] + 8] if at else lines[-8:]))
 EOF
-echo "== status"; cat "$STATUS"; echo "total ${SECONDS}s"
+{ echo "== status"; cat "$STATUS"; echo "total ${SECONDS}s"; } | tee -a "$OUT/table.txt"
+tar -czf "$OUT/logs.tar.gz" -C "$LOG" . 2>/dev/null
