@@ -6,7 +6,8 @@ fusions), optionally per decode step.
 
 Reads the newest `*.xplane.pb` under TRACE_DIR with `jax.profiler.ProfileData` and sums
 event durations on the device planes (`/device:GPU:0`, ...), so a profile can be read where
-it was taken, without TensorBoard. `--steps N` also prints each class's time divided by N
+it was taken, without TensorBoard; also the span from the first event to the end of the last
+and the idle share of it (gaps between kernels: launch latency, host syncs). `--steps N` also prints each class's time divided by N
 (the decode steps of the traced rollout: one decode step's profile per op class).
 """
 import argparse
@@ -51,14 +52,19 @@ def main():
             continue
         for line in plane.lines:
             per_name, count = collections.Counter(), collections.Counter()
+            first, last = float("inf"), 0.0
             for event in line.events:
                 per_name[event.name] += event.duration_ns
                 count[event.name] += 1
+                first = min(first, event.start_ns)
+                last = max(last, event.start_ns + event.duration_ns)
             total = sum(per_name.values())
             if not total:
                 continue
+            span = last - first  # Busy + gaps between kernels (launches, host syncs).
             print(f"== {plane.name} / {line.name}: {total / 1e6:.2f} ms in "
-                  f"{sum(count.values())} events")
+                  f"{sum(count.values())} events over {span / 1e6:.2f} ms "
+                  f"({100 * (1 - total / span):.1f}% idle between them)")
             for name, ns in per_name.most_common(args.top):
                 print(f"{ns / 1e6:9.3f} ms {100 * ns / total:5.1f}% "
                       f"x{count[name]:6d}  {name[:110]}")
