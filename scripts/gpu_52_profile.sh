@@ -2,8 +2,9 @@
 # Issue 52: one decode step per op class on one GPU, in <= 150 s wall (HARD) with compiles: the
 # qwen2.5-0.5b sampler (bf16, prompt 128, 512 forced new tokens, one cache phase, the Pallas
 # decode attention) at 256 and 64 rows compiled in parallel, one profiled rollout each,
-# `scripts/profile_summary.py --steps 511`; then, if time is left, the kernel's µs per call by
-# block and splits with the GPU to itself. Run from the repo root:
+# `scripts/profile_summary.py --steps 511`; then, if time is left, the 64-row sampler with the
+# decode loop in a CUDA graph, and the kernel's µs per call by block and splits with the GPU
+# to itself. Run from the repo root:
 #
 #     OUT=/some/dir bash scripts/gpu_52_profile.sh
 #     SMALL=1 OUT=/tmp/g52p bash scripts/gpu_52_profile.sh   # tiny sizes on CPU (the logic)
@@ -63,6 +64,10 @@ for rows in 256 64; do
     --top 30 --steps "$STEPS" &
 done
 wait
+# If time is left: the 64-row sampler with the decode loop itself in a CUDA graph (XLA command
+# buffers for WHILE/CONDITIONAL: no host sync per step), then the kernel sweep.
+step f64_cmdbuf 80 env XLA_FLAGS="--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL" \
+  $PY scripts/benchmark.py sample $ARGS --prompts "$P64" --repeats 1
 step sweep 40 $PY scripts/decode_attention_check.py $SWEEP
 
 {
@@ -70,6 +75,7 @@ step sweep 40 $PY scripts/decode_attention_check.py $SWEEP
     echo "== f$rows: $(grep -h '^{' "$LOG/f$rows.log" 2>/dev/null | tail -1)"
     cat "$LOG/profile_summary_f$rows.log" 2>/dev/null
   done
+  echo "== f64 with WHILE/CONDITIONAL command buffers: $(grep -h '^{' "$LOG/f64_cmdbuf.log" 2>/dev/null | tail -1)"
   echo "== sweep (kernel us per call, 256 rows x 639 slots)"
   grep -h '^{' "$LOG/sweep.log" 2>/dev/null
   echo "== status"; cat "$LOG/status.txt"; echo "total ${SECONDS}s"
