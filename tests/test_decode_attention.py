@@ -40,6 +40,10 @@ per block or one for all three (split K or not). Both sides are
     np.testing.assert_allclose(whole, grouped, rtol=0, atol=atol)  # 1 chunk of 3 blocks.
     with pytest.raises(ValueError, match="attention_impl"):
         sampling.SamplingConfig(attention_impl="flash")
+    # Defaults by backend: the kernel on one GPU only (it has no partitioning rule).
+    assert [decode_attention.default_impl(b) for b in ("cpu", "tpu")] == ["plain", "grouped"]
+    assert decode_attention.default_impl("gpu") == ("pallas" if jax.device_count() == 1
+                                                    else "grouped")
 
 
 @pytest.mark.parametrize("impl", ["interpret", "plain"])
