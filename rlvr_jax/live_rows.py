@@ -20,15 +20,33 @@ import jax.numpy as jnp
 from rlvr_jax.models import decoding
 
 MULTIPLE = 8  # Batch sizes are multiples of 8 (sublane tiles on TPU, warp-friendly on GPU).
-AUTO_RATIO = 0.7  # Measured on the real-length workload: useful fraction ~0.87 (docs).
+AUTO_RATIO = 0.7  # CPU; measured on the real-length workload: useful fraction ~0.87 (docs).
+# GPU/TPU: a step's time hardly shrinks below a few dozen rows (launch-bound), and every size
+# is one more compiled loop body: halve the batch, down to 32 rows (256: 4 sizes, not 11).
+AUTO_RATIO_DEVICE, AUTO_FLOOR_DEVICE = 0.5, 32
 AUTO_MIN_TOKENS = 128  # Below this many new tokens compaction is off by default.
 
 
-def auto_ratio(max_new_tokens: int) -> float:
-    """The ratio `compact_ratio=None` stands for: `AUTO_RATIO` from `AUTO_MIN_TOKENS` new
-    tokens on, else 0 (off: short completions leave little idle work, and every batch size
-    is one more compiled loop body)."""
-    return AUTO_RATIO if max_new_tokens >= AUTO_MIN_TOKENS else 0.0
+def _on_cpu(backend=None) -> bool:
+    return (backend or jax.default_backend()) == "cpu"
+
+
+def auto_ratio(max_new_tokens: int, backend=None) -> float:
+    """The ratio `compact_ratio=None` stands for on `backend` (default: JAX's): from
+    `AUTO_MIN_TOKENS` new tokens `AUTO_RATIO` on CPU, `AUTO_RATIO_DEVICE` elsewhere; else 0
+    (off: short completions leave little idle work, and every batch size is one more
+    compiled loop body)."""
+    if max_new_tokens < AUTO_MIN_TOKENS:
+        return 0.0
+    return AUTO_RATIO if _on_cpu(backend) else AUTO_RATIO_DEVICE
+
+
+def sizes_of(batch: int, sampling_config, backend=None) -> Tuple[int, ...]:
+    """The loop's batch sizes for a `sampling.SamplingConfig` at `batch` rows: `batch_sizes`
+    at `ratio_of`, down to `AUTO_FLOOR_DEVICE` rows off CPU when the ratio is automatic."""
+    auto = sampling_config.compact_ratio is None and not _on_cpu(backend)
+    return batch_sizes(batch, ratio_of(sampling_config, backend),
+                       AUTO_FLOOR_DEVICE if auto else MULTIPLE)
 
 
 def check_ratio(ratio) -> None:
@@ -39,10 +57,10 @@ def check_ratio(ratio) -> None:
                          f"got {ratio!r}")
 
 
-def ratio_of(sampling_config) -> float:
+def ratio_of(sampling_config, backend=None) -> float:
     """The compaction ratio a `sampling.SamplingConfig` means (None: `auto_ratio`)."""
     ratio = sampling_config.compact_ratio
-    return auto_ratio(sampling_config.max_new_tokens) if ratio is None else float(ratio)
+    return auto_ratio(sampling_config.max_new_tokens, backend) if ratio is None else float(ratio)
 
 
 def useful_fraction(rollout) -> jax.Array:
@@ -52,16 +70,16 @@ def useful_fraction(rollout) -> jax.Array:
             / jnp.maximum(jnp.sum(rollout.decode_steps, dtype=jnp.float32), 1.0))
 
 
-def batch_sizes(batch: int, ratio: float) -> Tuple[int, ...]:
+def batch_sizes(batch: int, ratio: float, floor: int = MULTIPLE) -> Tuple[int, ...]:
     """The loop's batch sizes: (B, b1, b2, …), each b_{i+1} = ratio · b_i rounded up to a
-    multiple of 8 (and at least 8 below b_i), down to 8. (B,) when ratio is 0 (off) or B
-    is too small to shrink."""
+    multiple of 8 (and at least 8 below b_i), down to `floor` rows. (B,) when ratio is 0
+    (off) or B is too small to shrink."""
     sizes = [batch]
     if not 0.0 < ratio < 1.0:
         return tuple(sizes)
     while True:
         nxt = min(-(-math.ceil(ratio * sizes[-1]) // MULTIPLE) * MULTIPLE, sizes[-1] - MULTIPLE)
-        if nxt < MULTIPLE:
+        if nxt < max(floor, MULTIPLE):
             return tuple(sizes)
         sizes.append(nxt)
 

@@ -70,7 +70,7 @@ class SamplingConfig:
       cache_window: if > 0, decode in phases whose cache grows by this many slots, so
         attention reads only about the filled part (one compiled loop body per phase, one
         cache copy between phases). 0 = one loop over the full cache. None (default) =
-        `auto_cache_window(max_new_tokens)`: 4 phases from 128 new tokens on, 8 from 512.
+        `auto_cache_window(max_new_tokens)`: on CPU 4 phases from 128 new tokens, 8 from 512.
       max_length: optional cap on prompt + new tokens (the cache size); longer prompts are
         rejected by `validate_prompts`.
       vocab_limit: if 0 < vocab_limit < V, ids >= vocab_limit are never drawn (a model
@@ -79,7 +79,7 @@ class SamplingConfig:
         (rounded up to a multiple of 8, `live_rows.batch_sizes`), decoding continues on
         them only; what each row samples does not change. 0 = off (every row is carried
         until the last one ends). None (default) = `live_rows.auto_ratio(max_new_tokens)`:
-        0.7 from 128 new tokens on, off below.
+        from 128 new tokens 0.7 on CPU, 0.5 down to 32 rows elsewhere; off below.
       attention_impl: the decode steps' attention (`decoding.forward`), one of
         `models.decode_attention.IMPLS` ("pallas": a kernel over the valid slots only), or
         None (default: `decode_attention.default_impl`, "plain" on CPU)."""
@@ -287,14 +287,14 @@ def _length_cap(model_config, sampling_config) -> int:
 AUTO_WINDOW_MIN_TOKENS = 128  # Shorter completions decode in one phase by default.
 
 
-def auto_cache_window(max_new_tokens: int) -> int:
-    """The phase width `cache_window=None` stands for: 0 (one phase) below
-    `AUTO_WINDOW_MIN_TOKENS` new tokens, else W = ceil((N - 1) / k), k = 4 phases (8 from
-    N = 512 on) of about equal length over caches of Tp + W, Tp + 2W, …, Tp + N - 1 slots: a
-    step reads about N / 2k unfilled slots on average, not N / 2. Measured (docs/performance.md,
-    issues 18, 52): N = 512, qwen2.5-0.5b, H100: +11% tokens/s with 4 phases; CPU cost model,
-    256 rows: 8 phases 1.44× the byte minimum (4: 1.48). Cost: one loop body per phase."""
-    if max_new_tokens < AUTO_WINDOW_MIN_TOKENS:
+def auto_cache_window(max_new_tokens: int, backend: Optional[str] = None) -> int:
+    """The phase width `cache_window=None` stands for on `backend` (default: JAX's): on CPU
+    0 (one phase) below `AUTO_WINDOW_MIN_TOKENS` new tokens, else W = ceil((N - 1) / k), k = 4
+    phases (8 from N = 512) over caches of Tp + W, …, Tp + N - 1 slots (a step reads about
+    N / 2k unfilled slots, not N / 2; CPU cost model, qwen2.5-0.5b, 256 rows: 8 phases 1.44×
+    the byte minimum, 4: 1.48). Elsewhere 0: each phase is one more compiled loop body (8 at
+    qwen2.5-0.5b: over 110 s on an H200; 4: +11% tokens/s on an H100 with "grouped")."""
+    if max_new_tokens < AUTO_WINDOW_MIN_TOKENS or (backend or jax.default_backend()) != "cpu":
         return 0
     phases = 8 if max_new_tokens >= 512 else 4
     return -(-(max_new_tokens - 1) // phases)
@@ -464,7 +464,7 @@ def _decode(prepared, state, step_key, g: int, tp: int, mc: ModelConfig, sc: Sam
     n = sc.max_new_tokens
     phases = tuple((size, min(n, size - tp + 1))  # Steps t < size - Tp + 1 fit `size` slots.
                    for size in _cache_phases(tp, n, cache_window_of(sc)))
-    sizes = live_rows.batch_sizes(state[3].shape[0], live_rows.ratio_of(sc))
+    sizes = live_rows.sizes_of(state[3].shape[0], sc)
     return live_rows.decode(body, state, phases, sizes, g)
 
 

@@ -13,7 +13,8 @@ from tests import numerics
 
 def test_kernel_and_plain_path_match_grouped_attention_over_valid_slots(tiny_config):
     """Rows starting at slots 0, 5 and 13, all ending at 17 of 20 slots, a masked slot inside
-    row 1's range; blocks of 8 (the last one shifted back to end at slot 20). Both sides are
+    row 1's range; blocks of 8 (the last one shifted back to end at slot 20), one kernel program
+per block or one for all three (split K or not). Both sides are
     float32 sums in different orders of the same softmax-weighted values: the scores' dot
     (head_dim terms), the softmax's sum and the weighted sum (<= S terms each) and an exp;
     the scores' error scales the weights, hence the magnitude max|v| · (1 + max|score|)."""
@@ -30,13 +31,19 @@ def test_kernel_and_plain_path_match_grouped_attention_over_valid_slots(tiny_con
     grouped = decode_attention.decode_attention(*args, impl="grouped")
     plain = decode_attention.decode_attention(*args, impl="plain")
     kernel = decode_attention.decode_attention(*args, impl="pallas", block=8, interpret=True)
+    whole = decode_attention.decode_attention(*args, impl="interpret", block=8, splits=1)
     scores = np.abs(np.asarray(q)).max() * np.abs(np.asarray(k)).max() * dh ** 0.5
     magnitude = float(np.abs(np.asarray(v)).max()) * (1.0 + scores)
     atol = numerics.reorder_atol(dh + 2 * s + 2 + numerics.TRANSCENDENTAL_U, magnitude)
     np.testing.assert_allclose(plain, grouped, rtol=0, atol=atol)
-    np.testing.assert_allclose(kernel, grouped, rtol=0, atol=atol)
+    np.testing.assert_allclose(kernel, grouped, rtol=0, atol=atol)  # 3 chunks of 1 block.
+    np.testing.assert_allclose(whole, grouped, rtol=0, atol=atol)  # 1 chunk of 3 blocks.
     with pytest.raises(ValueError, match="attention_impl"):
         sampling.SamplingConfig(attention_impl="flash")
+    # Defaults by backend: the kernel on one GPU only (it has no partitioning rule).
+    assert [decode_attention.default_impl(b) for b in ("cpu", "tpu")] == ["plain", "grouped"]
+    assert decode_attention.default_impl("gpu") == ("pallas" if jax.device_count() == 1
+                                                    else "grouped")
 
 
 @pytest.mark.parametrize("impl", ["interpret", "plain"])
@@ -55,3 +62,18 @@ def test_decode_attention_samples_what_grouped_attention_samples(tiny_params, ti
     got, want = run(sc), run(sc.replace(attention_impl="grouped"))
     np.testing.assert_array_equal(got.tokens, want.tokens)
     numerics.assert_forward_close(got.logprobs, want.logprobs, tiny_config, 6 + 6)
+
+
+def test_kernel_lowers_for_triton_at_the_qwen_shape(tiny_config):
+    """The kernel's GPU lowering (Pallas -> Triton IR, done on this CPU): Triton takes only
+    power-of-two tensors and dots of >= 16 rows, and qwen2.5-0.5b has 7 query heads per KV head
+    and 128 + 512 - 1 = 639 cache slots. Compiling the IR needs a GPU (scripts/gpu_52.sh)."""
+    cfg = tiny_config.replace(n_heads=14, n_kv_heads=2, head_dim=64, dtype="bfloat16")
+    b, s = 4, 639
+    args = (jax.ShapeDtypeStruct((b, cfg.n_heads, cfg.head_dim), jnp.bfloat16),
+            *[jax.ShapeDtypeStruct((b, cfg.n_kv_heads, s, cfg.head_dim), jnp.bfloat16)] * 2,
+            jax.ShapeDtypeStruct((b, s), jnp.int32), jax.ShapeDtypeStruct((b,), jnp.int32),
+            jax.ShapeDtypeStruct((), jnp.int32))
+    fn = jax.jit(lambda *a: decode_attention.decode_attention(*a, cfg, impl="pallas"))
+    text = fn.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    assert "xla.gpu.triton" in text and 'name = "decode_attention"' in text

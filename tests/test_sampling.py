@@ -153,6 +153,8 @@ def test_automatic_cache_window_picks_four_phases_from_128_and_eight_from_512_ne
     assert [sampling.cache_window_setting(v) for v in (-1, 0, 8)] == [None, 0, 8]  # Configs.
     with pytest.raises(ValueError, match="must be -1"):
         sampling.cache_window_setting(-2)
+    # Off CPU one phase: each phase is one more compiled loop body.
+    assert [sampling.auto_cache_window(n, "gpu") for n in (127, 128, 512)] == [0, 0, 0]
 
 
 def test_automatic_phases_sample_what_one_phase_samples(tiny_params, tiny_config):
@@ -175,6 +177,14 @@ def test_compaction_batch_sizes():
     assert live_rows.batch_sizes(256, 0.0) == (256,) and live_rows.batch_sizes(12, 0.5) == (12,)
     assert live_rows.ratio_of(SamplingConfig(max_new_tokens=127)) == 0.0
     assert live_rows.ratio_of(SamplingConfig(max_new_tokens=128)) == live_rows.AUTO_RATIO
+    # Off CPU, automatic: halving down to 32 rows (fewer compiled loop bodies); a ratio that
+    # is set goes down to 8 rows everywhere.
+    auto, set_ = SamplingConfig(max_new_tokens=512), SamplingConfig(max_new_tokens=512,
+                                                                   compact_ratio=0.5)
+    assert live_rows.sizes_of(256, auto, "gpu") == (256, 128, 64, 32)
+    assert live_rows.sizes_of(64, auto, "gpu") == (64, 32)
+    assert live_rows.sizes_of(256, set_, "gpu") == (256, 128, 64, 32, 16, 8)
+    assert live_rows.sizes_of(256, auto) == live_rows.batch_sizes(256, 0.7)  # CPU.
 
 
 def test_compaction_samples_what_every_row_would_have_sampled(tiny_params, tiny_config):

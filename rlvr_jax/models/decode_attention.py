@@ -19,12 +19,14 @@ The Pallas kernel (`impl="pallas"`) runs one program per (row, KV head) that
 walks only the blocks of `block` slots overlapping [start_b, end), with an online softmax
 (float32 running max, sum and output), so a step reads about the valid K/V whatever the
 cache's capacity; the program serves the H / Hkv query heads of its group (GQA) from one read
-of the group's K/V.
+of the group's K/V. It is written for Pallas' Triton backend (GPU): power-of-two tensors, the
+group's G query heads padded to >= 16 rows for Triton's dots (outside the kernel), slot blocks
+a power of two <= S. It runs on one device (no partitioning rule).
 
     out = decode_attention(q, k, v, mask, start, end, config, impl="pallas", interpret=True)
 
-`default_impl`: "plain" on CPU, "grouped" elsewhere (the GPU/TPU decode path is unchanged: the
-kernel is tested on CPU in interpret mode only, and has not been run on a GPU or TPU here).
+`default_impl`: "plain" on CPU, the kernel on one GPU (`KERNEL_ON_ONE_GPU`), "grouped"
+elsewhere (docs/performance.md, issue 52, has its GPU checks: scripts/gpu_52.sh).
 """
 import functools
 from typing import Optional
@@ -32,16 +34,34 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plt
 
 from rlvr_jax.models.config import ModelConfig
 
 _NEG_INF = -1e30  # Finite: a block with no valid slot must not turn the running max into NaN.
+# Kernel programs to aim for (B · Hkv · splits): JAX's own GPU decode kernel
+# (jax.experimental.pallas.ops.gpu.decode_attention) at the qwen2.5-0.5b decode shape on an
+# H200 was fastest with 5 chunks of 2 blocks of 64 slots for 256 rows × 2 KV heads, 2560
+# programs: 41.9 µs per layer, 71.3 µs unsplit (docs/performance.md, issue 52).
+_PROGRAMS = 2560
+
+
+# The kernel as the default on one GPU: an H200 run (scripts/gpu_52.sh, docs/performance.md,
+# issue 52) found it as accurate as "grouped" (same bf16 error; float32 rollout tokens equal)
+# and faster (qwen2.5-0.5b sampler: +19% tokens/s at 256 rows, +16% at 64). One device only:
+# the pallas_call has no partitioning rule, so under a multi-device mesh XLA would gather its
+# operands (the whole cache) onto every device.
+KERNEL_ON_ONE_GPU = True
 
 
 def default_impl(backend: Optional[str] = None) -> str:
     """The implementation `impl=None` stands for on `backend` (default: JAX's): "plain" on
-    CPU, "grouped" elsewhere (until the kernel is measured on a device)."""
-    return "plain" if (backend or jax.default_backend()) == "cpu" else "grouped"
+    CPU; on one GPU "pallas" if `KERNEL_ON_ONE_GPU`; else "grouped"."""
+    backend = backend or jax.default_backend()
+    if backend == "cpu":
+        return "plain"
+    one_gpu = backend == "gpu" and jax.device_count() == 1
+    return "pallas" if KERNEL_ON_ONE_GPU and one_gpu else "grouped"
 
 
 IMPLS = ("grouped", "plain", "pallas", "interpret")
@@ -55,7 +75,8 @@ def check_impl(impl: Optional[str]) -> None:
 
 
 def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig, *,
-                     impl: Optional[str] = None, block: int = 128, interpret: bool = False):
+                     impl: Optional[str] = None, block: int = 64, warps: int = 4,
+                     splits: Optional[int] = None, interpret: bool = False):
     """Attention of one new token per row over its valid cache slots.
 
     Args:
@@ -66,7 +87,10 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
         written slot (slots >= end are never read).
       config: the model's config (heads, head_dim, compute dtype).
       impl: one of `IMPLS`, or None (`default_impl()`).
-      block: slots per kernel block (capped at S).
+      block: slots per kernel block (a power of two; capped at S).
+      warps: Triton warps per kernel program (GPU).
+      splits: kernel programs per (row, KV head), each over a chunk of whole blocks (None:
+        enough for about `_PROGRAMS` programs in all; capped at the number of blocks).
       interpret: run the Pallas kernel in interpret mode (CPU tests).
 
     Returns: [B, H, Dh] in the compute dtype.
@@ -75,7 +99,7 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
     check_impl(impl)
     if impl in ("pallas", "interpret"):
         return _pallas(q, k_cache, v_cache, mask, start, end, config,
-                       min(block, k_cache.shape[2]), interpret or impl == "interpret")
+                       block, warps, splits, interpret or impl == "interpret")
     slots = jnp.arange(k_cache.shape[2], dtype=jnp.int32)[None]
     valid = (mask != 0) & (slots >= start[:, None]) & (slots < end)
     if impl == "plain":
@@ -113,55 +137,87 @@ def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
     return (out / total[..., None]).astype(dt).reshape(b, h, dh)
 
 
-def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, interpret):
+def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, warps, splits, interpret):
+    """The kernel's call, in shapes Triton lowers: the G query heads of a KV group padded to
+    a power of two >= 16 (Triton tensors are powers of two; its dots take >= 16 rows),
+    blocks of a power-of-two number of slots; per-row start and end as scalars. The slots
+    are cut into `splits` chunks of whole blocks, one program each (flash-decoding's split
+    K: more programs than the B · Hkv (row, KV head) pairs alone); their partial softmax
+    sums are combined here."""
     b, h, dh = q.shape
     hkv, s = k_cache.shape[1], k_cache.shape[2]
-    g = h // hkv
-    bounds = jnp.stack([start.astype(jnp.int32),
-                        jnp.broadcast_to(jnp.asarray(end, jnp.int32), (b,))], axis=1)  # [B, 2]
-    kernel = functools.partial(_kernel, block=block, slots=s, scale=dh ** -0.5)
-    kv_spec = pl.BlockSpec((None, None, s, dh), lambda i, n: (i, n, 0, 0))
-    out = pl.pallas_call(
+    g, dt = h // hkv, cfg.compute_dtype
+    gp = max(16, pl.next_power_of_2(g))
+    block = min(block, 1 << (s.bit_length() - 1))  # A power of two <= S.
+    blocks = pl.cdiv(s, block)
+    splits = pl.cdiv(_PROGRAMS, b * hkv) if splits is None else splits
+    per = pl.cdiv(blocks, min(max(splits, 1), blocks))  # Blocks per chunk.
+    splits = pl.cdiv(blocks, per)
+    # Scaled as the plain path scales (float32, then the compute dtype); padded rows are 0.
+    qg = (q.astype(jnp.float32) * dh ** -0.5).astype(dt).reshape(b, hkv, g, dh)
+    qg = jnp.pad(qg, ((0, 0), (0, 0), (0, gp - g), (0, 0)))
+    ends = jnp.broadcast_to(jnp.asarray(end, jnp.int32), (b,))
+    precision = jax.lax.Precision.HIGHEST if dt == jnp.float32 else None  # Not TF32.
+    kernel = functools.partial(_kernel, block=block, chunk=per * block, slots=s, dtype=dt,
+                               precision=precision)
+    row = pl.BlockSpec((None,), lambda i, n, j: (i,))
+    kv_spec = pl.BlockSpec((None, None, s, dh), lambda i, n, j: (i, n, 0, 0))
+    part = lambda width: pl.BlockSpec((None, None, None, gp, width),  # noqa: E731
+                                      lambda i, n, j: (i, n, j, 0, 0))
+    acc, top, total = pl.pallas_call(
         kernel,
-        grid=(b, hkv),
-        in_specs=[pl.BlockSpec((None, 2), lambda i, n: (i, 0)),
-                  pl.BlockSpec((None, None, g, dh), lambda i, n: (i, n, 0, 0)),
-                  kv_spec, kv_spec,
-                  pl.BlockSpec((None, s), lambda i, n: (i, 0))],
-        out_specs=pl.BlockSpec((None, None, g, dh), lambda i, n: (i, n, 0, 0)),
-        out_shape=jax.ShapeDtypeStruct((b, hkv, g, dh), cfg.compute_dtype),
-        interpret=interpret,
-    )(bounds, q.reshape(b, hkv, g, dh), k_cache, v_cache, mask.astype(jnp.int32))
-    return out.reshape(b, h, dh)
+        grid=(b, hkv, splits),
+        in_specs=[row, row, pl.BlockSpec((None, None, gp, dh), lambda i, n, j: (i, n, 0, 0)),
+                  kv_spec, kv_spec, pl.BlockSpec((None, s), lambda i, n, j: (i, 0))],
+        out_specs=[part(dh), part(1), part(1)],
+        out_shape=[jax.ShapeDtypeStruct((b, hkv, splits, gp, w), jnp.float32)
+                   for w in (dh, 1, 1)],
+        compiler_params=plt.CompilerParams(num_warps=warps, num_stages=2),  # Triton, on GPU.
+        interpret=interpret, name="decode_attention",
+    )(start.astype(jnp.int32), ends, qg, k_cache, v_cache, mask.astype(jnp.int32))
+    # Chunks by their share of the row's softmax sum: exp(m_j - max_j m_j) (0 for a chunk with
+    # no valid slot unless no chunk has one: then the output is 0).
+    weight = jnp.exp(top - jnp.max(top, axis=2, keepdims=True))
+    out = (jnp.sum(weight * acc, axis=2)
+           / jnp.maximum(jnp.sum(weight * total, axis=2), 1e-30))  # [B, Hkv, Gp, Dh]
+    return out[:, :, :g].astype(dt).reshape(b, h, dh)
 
 
-def _kernel(bounds_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, *, block, slots, scale):
-    """One (row, KV head): q [G, Dh] against the blocks of K/V [S, Dh] that overlap
-    [start, end); the last block is shifted back to end at S (its slots before the block's
-    nominal start, already seen, are masked)."""
-    start, end = bounds_ref[0], bounds_ref[1]
-    q = q_ref[...].astype(jnp.float32) * scale
-    g, dh = q.shape
+def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, mask_ref, acc_ref, top_ref, total_ref, *,
+            block, chunk, slots, dtype, precision):
+    """One (row, KV head, chunk): q [Gp, Dh] (scaled) against the blocks of K/V [S, Dh] that
+    overlap [start, end) within the chunk's slots; the last block is shifted back to end at
+    S (its slots before the block's nominal start, already seen, are masked). Scores and the
+    online softmax in float32, the weights cast to the compute dtype for the PV dot (as the
+    plain path). Writes the chunk's unnormalised output, running max and sum."""
+    first = pl.program_id(2) * chunk
+    lo = jnp.maximum(start_ref[()], first)
+    hi = jnp.minimum(end_ref[()], first + chunk)
+    q = q_ref[...].astype(dtype)
+    gp, dh = q.shape
 
     def body(i, carry):
         m, l, acc = carry
         nominal = i * block
         base = jnp.minimum(nominal, slots - block)
-        k = k_ref[pl.ds(base, block), :].astype(jnp.float32)
-        v = v_ref[pl.ds(base, block), :].astype(jnp.float32)
+        k = k_ref[pl.ds(base, block), :].astype(dtype)
+        v = v_ref[pl.ds(base, block), :].astype(dtype)
         slot = base + jax.lax.broadcasted_iota(jnp.int32, (1, block), 1)
         valid = ((mask_ref[pl.ds(base, block)][None] != 0) & (slot >= nominal)
-                 & (slot >= start) & (slot < end))
-        scores = jnp.where(valid, jax.lax.dot_general(
-            q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32), _NEG_INF)
+                 & (slot >= lo) & (slot < hi))
+        scores = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())), precision=precision,
+                                     preferred_element_type=jnp.float32)
+        scores = jnp.where(valid, scores, _NEG_INF)
         m_new = jnp.maximum(m, jnp.max(scores, axis=1, keepdims=True))
         p = jnp.where(valid, jnp.exp(scores - m_new), 0.0)
         alpha = jnp.exp(m - m_new)
-        acc = acc * alpha + jax.lax.dot_general(p, v, (((1,), (0,)), ((), ())),
-                                                preferred_element_type=jnp.float32)
-        return m_new, l * alpha + jnp.sum(p, axis=1, keepdims=True), acc
+        pv = jax.lax.dot_general(p.astype(dtype), v, (((1,), (0,)), ((), ())),
+                                 precision=precision, preferred_element_type=jnp.float32)
+        return m_new, l * alpha + jnp.sum(p, axis=1, keepdims=True), acc * alpha + pv
 
-    init = (jnp.full((g, 1), _NEG_INF, jnp.float32), jnp.zeros((g, 1), jnp.float32),
-            jnp.zeros((g, dh), jnp.float32))
-    _, l, acc = jax.lax.fori_loop(start // block, pl.cdiv(end, block), body, init)
-    o_ref[...] = (acc / jnp.maximum(l, 1e-30)).astype(o_ref.dtype)
+    init = (jnp.full((gp, 1), _NEG_INF, jnp.float32), jnp.zeros((gp, 1), jnp.float32),
+            jnp.zeros((gp, dh), jnp.float32))
+    m, l, acc = jax.lax.fori_loop(lo // block, pl.cdiv(hi, block), body, init)
+    acc_ref[...] = acc
+    top_ref[...] = m
+    total_ref[...] = l

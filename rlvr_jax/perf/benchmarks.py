@@ -29,7 +29,7 @@ def sample_command(args):
     import jax
     import jax.numpy as jnp
     from rlvr_jax import live_rows, sampling
-    from rlvr_jax.models import transformer
+    from rlvr_jax.models import decode_attention, transformer
 
     real = args.lengths == "real"
     mc = _model_config(args.preset, args.dtype)
@@ -38,7 +38,8 @@ def sample_command(args):
         max_new_tokens=args.new_tokens, num_samples=args.samples, pad_id=0,
         stop_token_ids=() if args.force_length or real else (args.stop_token,),
         cache_window=_window_flag(args.cache_window),
-        compact_ratio=None if args.compact_ratio < 0 else args.compact_ratio)
+        compact_ratio=None if args.compact_ratio < 0 else args.compact_ratio,
+        attention_impl=args.decode_attention or None)
     shape = (args.prompts, args.prompt_len)
     abstract = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
     ids = jax.ShapeDtypeStruct(shape, jnp.int32)
@@ -53,7 +54,8 @@ def sample_command(args):
         "prompts": args.prompts, "samples": args.samples, "sequences": args.prompts * args.samples,
         "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "lengths": args.lengths,
         "force_length": args.force_length, "cache_window": sampling.cache_window_of(sc),
-        "batch_sizes": live_rows.batch_sizes(args.prompts * args.samples, live_rows.ratio_of(sc)),
+        "decode_attention": sc.attention_impl or decode_attention.default_impl(),
+        "batch_sizes": live_rows.sizes_of(args.prompts * args.samples, sc),
         "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
         "compile_s": time.perf_counter() - start, **_device_info(),
     }
@@ -126,6 +128,8 @@ def add_sample_parser(subparsers):
                         "(rlvr_jax.workloads: prompts and completions), no stop token")
     p.add_argument("--compact-ratio", type=float, default=-1.0,
                    help="SamplingConfig.compact_ratio (-1: automatic, 0: off)")
+    p.add_argument("--decode-attention", default="",
+                   help="SamplingConfig.attention_impl: '' (by backend), grouped, plain, pallas")
     p.add_argument("--stop-token", type=int, default=0, help="stop token without --force-length")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)

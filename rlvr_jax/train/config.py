@@ -146,14 +146,15 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     #                                  preset (e.g. "dp": replicated) to re-lay the params out.
     c.sampling.cache_window = -1     # Decode in phases over a cache growing by this many slots
     #                                  (reads less of the unfilled cache; one compiled loop per
-    #                                  phase). -1: automatic (4 phases from 128 new tokens on,
-    #                                  8 from 512: sampling.auto_cache_window); 0: one phase.
+    #                                  phase). -1: automatic (CPU: 4 phases from 128 new tokens,
+    #                                  8 from 512; GPU/TPU: 1; sampling.auto_cache_window); 0: one.
     c.sampling.compact_ratio = -1.0  # Once the live rows fit in this fraction of the batch,
     #                                  decode them only (what each row samples is unchanged).
-    #                                  -1: automatic (0.7 from 128 new tokens on); 0: off.
+    #                                  -1: automatic (from 128 new tokens, CPU: 0.7; GPU/TPU:
+    #                                  0.5 down to 32 rows; live_rows.sizes_of); 0: off.
     c.sampling.decode_attention = ""  # Decode steps' attention: "" by backend (plain on CPU,
-    #                                  grouped else) | grouped | plain | pallas (a kernel over
-    #                                  the valid slots; not yet measured on a GPU).
+    #                                  pallas on one GPU, grouped else) | grouped | plain |
+    #                                  pallas (a Triton kernel over the valid slots).
 
     c.env = ml_collections.ConfigDict()  # Multi-turn episodes with an on-device tool
     #                                  (docs/multiturn.md); needs an on-device verifier.
