@@ -350,11 +350,10 @@ def build_evaluator(config, tokenizer, test_source, verifier: scoring.Verifier,
     pb = next(loader)
     data = evaluation.EvalData.scored_by(eval_data_name(config, test_source), pb.examples,
                                          verifier)
-    return evaluation.Evaluator(sampler.model_config, tokenizer, pb.tokens,
+    return evaluation.Evaluator(sampler, tokenizer, pb.tokens,
                                 prompt_mask(pb.lengths, config.data.max_prompt_len), data,
-                                max_new_tokens=config.sampling.max_new_tokens,
                                 batch_size=batch_size, k=config.eval.k,
-                                temperature=config.eval.temperature, sampler=sampler)
+                                temperature=config.eval.temperature)
 
 
 def eval_sizes(config, test_source) -> Tuple[int, int]:
