@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax import rewards, sampling, scoring, tasks
+from rlvr_jax import sampling, scoring, tasks
 from rlvr_jax.train.config import arithmetic_config
 from tests import numerics
 

@@ -13,7 +13,7 @@ With `verdicts` (outcome-gated process rewards) the steps of a completion whose 
 answer the verifier rejected score 0. The estimators that use them are in
 `rlvr_jax.advantages.process`; the update adds them as `rl.process_weight` asks.
 """
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Sequence, Tuple
 
 import flax.struct
 import jax
