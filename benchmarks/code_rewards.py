@@ -61,7 +61,7 @@ def main():
     parser.add_argument("--modes", nargs="+", default=["serial", "pool", "batch"])
     args = parser.parse_args()
     from rlvr_jax.rewards import code as rc
-    from rlvr_jax.rewards import components
+    from rlvr_jax.scoring import host_reward as components
     from rlvr_jax.scoring import HostScorer
 
     def serial(texts, examples):

@@ -5,7 +5,7 @@ with probability 0.2 (false negatives, p1), a wrong one 1 with probability 0.1 (
 positives, p0), seeded (`reward.noise_seed`); the flips are logged every step
 (`reward/noise_false_negatives`, `reward/noise_false_positives`) and `reward/correct` stays
 the true accuracy. The backward-corrected reward (r̂ − 0.1) / (1 − 0.2 − 0.1) is unbiased for
-the true reward (rewards/noise.py). Turn the correction off with
+the true reward (scoring/noise.py). Turn the correction off with
 `--config.reward.correction_fn_rate=0 --config.reward.correction_fp_rate=0`; random rewards
 (Bernoulli(0.5), the "spurious rewards" control): `--config.reward.noise_fn_rate=0.5
 --config.reward.noise_fp_rate=0.5` and no correction. Runs on device (one program).

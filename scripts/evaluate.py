@@ -150,37 +150,42 @@ def _load(args):
 
 
 def _sampler(args, tokenizer, config):
-    """The `Sampler` of --env (its tools: env.num_workers calls at a time), or None."""
-    if not args.env:
-        return None
+    """The policy's `Sampler`: plain sampling, or episodes of --env (its tools:
+    env.num_workers calls at a time), completions of --max-new-tokens."""
     from rlvr_jax import multiturn, sampling
     from rlvr_jax.sampler import Sampler
+    sc = sampling.SamplingConfig(max_new_tokens=args.max_new_tokens,
+                                 stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id,
+                                 vocab_limit=tokenizer.vocab_size)
+    if not args.env:
+        return Sampler(config, sc)
     from rlvr_jax.train.config import default_config
     e = dict(default_config().env.to_dict(), **getattr(args, "env_config", {}))
     env = multiturn.build_env(args.env, tokenizer, max_turns=e["max_turns"],
                               max_turn_tokens=e["max_turn_tokens"],
                               max_obs_tokens=e["max_obs_tokens"], timeout_s=e["timeout_s"],
                               corpus_path=e["corpus_path"])
-    sc = sampling.SamplingConfig(max_new_tokens=args.max_new_tokens,
-                                 stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id)
     return Sampler(config, sc, env=env, tokenizer=tokenizer, tool_workers=e["num_workers"])
 
 
 def _evaluate(args, data, tokenizer, config, params):
-    from rlvr_jax import evaluation
+    from rlvr_jax import evaluation, sampling
     try:
         sampler = _sampler(args, tokenizer, config)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: --env: {e}", file=sys.stderr)
         sys.exit(2)
+    tokens, mask = evaluation.encode_prompts(data.examples, tokenizer,
+                                             apply_chat_template=args.chat_template)
+    evaluator = evaluation.Evaluator(sampler, tokenizer, tokens, mask, data,
+                                     batch_size=args.batch_size,
+                                     buckets=sampling.DEFAULT_BUCKETS)
     ks = [int(k) for k in args.k.split(",")] if args.k else ()
-    report = evaluation.evaluate_policy(
-        params, config, tokenizer, data, num_samples=args.num_samples, ks=ks,
-        greedy=not args.no_greedy, temperature=args.temperature, top_p=args.top_p,
-        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
-        apply_chat_template=args.chat_template, seed=args.seed,
+    report = evaluator.report(
+        params, num_samples=args.num_samples, ks=ks, greedy=not args.no_greedy,
+        temperature=args.temperature, top_p=args.top_p, seed=args.seed,
         num_resamples=args.num_resamples, confidence=args.confidence,
-        samples_out=args.samples_out, sampler=sampler)
+        samples_out=args.samples_out)
     report["model"] = args.hf_dir or args.params_dir or args.run_dir or args.preset
     text = json.dumps(report, indent=2)
     if args.out:

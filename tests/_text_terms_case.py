@@ -41,7 +41,7 @@ def text_terms(tok, tokens, mask, logprobs) -> dict:
         metrics.update(m)
     steps, step_metrics = scoring.step_rewards_on_host(
         texts, examples, tokens, mask, step_scores=task.step_scores, tokenizer=tok,
-        verify=task.verify)
+        verdicts=[task.verify(t, ex) for t, ex in zip(texts, examples)])
     metrics.update(step_metrics)
     return {"texts": texts, "rewards": np.asarray(rewards).tolist(),
             "step_values": np.asarray(steps.values).tolist(),

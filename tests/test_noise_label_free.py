@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax import rewards, sampling, scoring, tasks
+from rlvr_jax import sampling, scoring, tasks
 from rlvr_jax.train.config import arithmetic_config
 from tests import numerics
 
@@ -78,7 +78,7 @@ def test_backward_correction_makes_the_noisy_reward_unbiased():
     observed = np.asarray(scoring.noisy(jnp.asarray(truth), _x(b), fn_rate=p1,
                                         fp_rate=p0, seed=0)[0])
     # (r − p0)·scale: the same two float32 roundings on both sides (r ∈ {0, 1}): ≤ 2γ_2.
-    np.testing.assert_allclose(rw, rewards.noise_corrected_reward(observed, fn_rate=p1,
+    np.testing.assert_allclose(rw, scoring.noise.noise_corrected_reward(observed, fn_rate=p1,
                                                                   fp_rate=p0), rtol=1e-6)
     for cls in (0.0, 1.0):                                       # E[r̃ | r] = r per class
         sel = truth == cls

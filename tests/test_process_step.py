@@ -55,7 +55,7 @@ def test_step_rewards_land_on_the_tokens_that_end_each_step(tok):
     assert metrics["process/all_steps_correct"] == pytest.approx(1 / 5)
     gated, _ = scoring.step_rewards_on_host(texts, [ex] * 5, tokens, mask,
                                             step_scores=task.step_scores, tokenizer=tok,
-                                            verify=task.verify)
+                                            verdicts=[task.verify(t, ex) for t in texts])
     np.testing.assert_array_equal(gated.ends, want_ends)   # Same steps, wrong answers -> 0.
     np.testing.assert_array_equal(gated.values[[0, 1]], want_values[[0, 1]])
     assert not gated.values[2:].any()

@@ -51,6 +51,7 @@ def _config(components="", weights="", **task_kwargs):
     ("task,task", "", "reward.components: a component is repeated"),
     ("token,format", "", "reward.components: 'token' scores on device and combines only with"),
     ("overlong", "", "reward.components: 'overlong' alone is no reward"),
+    ("task,noise", "", "reward.components: 'noise' is not a component (it is set by other"),
 ])
 def test_bad_reward_config_fails_before_any_compilation(components, weights, message, compiles):
     reward = default_config().reward
@@ -360,7 +361,7 @@ def test_split_by_prompt_needs_both_sides():
 def test_code_component_reads_tests_from_the_answer_field():
     """`code` on a JSONL-style example: the answer field holds the tests (JSON list or one
     assert per line); the completion's fenced block runs in the sandbox."""
-    from rlvr_jax.rewards import components
+    from rlvr_jax.scoring import host_reward as components
     program = "```python\ndef add(a, b):\n    return a + b\n```"
     as_json = tasks.Example("write add", json.dumps(["assert add(1, 2) == 3",
                                                      "assert add(2, 2) == 4"]), "", "t", "k", "")

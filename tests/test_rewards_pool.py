@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rlvr_jax.rewards import code as rc
-from rlvr_jax.rewards.combine import CombinedReward, RewardTerm
+from rlvr_jax.scoring.host_reward import CombinedReward, RewardTerm
 from rlvr_jax.rewards.format import format_reward
 from rlvr_jax.rewards.math import math_reward
 from rlvr_jax.rewards.pool import RewardPool

@@ -4,7 +4,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax.rewards import combine, consensus, format as fmt, length, noise
+from rlvr_jax.rewards import format as fmt, length
+from rlvr_jax.scoring import host_reward, label_free, noise
 from tests.reference import rewards_ref
 from rlvr_jax.rewards.math import math_reward
 
@@ -96,13 +97,13 @@ def test_majority_vote_rewards():
                ["1/2", "0.5", "3", "3"],     # tie 2-2: first cluster (1/2) wins
                [None, None, None, None],     # no answers: no label
                ["1", "2", "3", "4"]]         # share 1/4
-    rewards, info = consensus.majority_vote_rewards(answers, min_share=0.3)
+    rewards, info = label_free.majority_vote_rewards(answers, min_share=0.3)
     assert rewards.dtype == np.float32 and rewards.shape == (4, 4)
     np.testing.assert_array_equal(rewards, [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
     assert info["majority"][:3] == ["7", "1/2", None] and info["majority"][3] is None
     np.testing.assert_allclose(info["share"], [0.5, 0.5, 0.0, 0.25])  # counts / 4: exact
     np.testing.assert_array_equal(info["has_label"], [True, True, False, False])
-    rewards, _ = consensus.majority_vote_rewards(answers[3:], min_share=0.0)
+    rewards, _ = label_free.majority_vote_rewards(answers[3:], min_share=0.0)
     np.testing.assert_array_equal(rewards, [[1, 0, 0, 0]])
 
 
@@ -115,29 +116,30 @@ def test_majority_vote_matches_true_reward_when_majority_is_right():
 
 def test_majority_vote_bad_input():
     with pytest.raises(ValueError):
-        consensus.majority_vote_rewards([])
+        label_free.majority_vote_rewards([])
     with pytest.raises(ValueError):
-        consensus.majority_vote_rewards([["1", "2"], ["1"]])
+        label_free.majority_vote_rewards([["1", "2"], ["1"]])
     with pytest.raises(ValueError):
-        consensus.majority_vote_rewards([["1"]], min_share=2.0)
+        label_free.majority_vote_rewards([["1"]], min_share=2.0)
 
 
 # ---------------------------------------------------------------- combination
 
 def test_combined_reward():
-    fn = combine.CombinedReward([combine.RewardTerm("correct", math_reward, 1.0),
-                                 combine.RewardTerm("format", lambda c, r: fmt.format_reward(c), 0.2)])
+    fn = host_reward.CombinedReward([host_reward.RewardTerm("correct", math_reward, 1.0),
+                                      host_reward.RewardTerm("format", lambda c, r: fmt.format_reward(c), 0.2)])
     out = fn("<think>3+4</think><answer>7</answer>", "7")
     # 0 + 1.0 + 0.2 == 1.2 in float64.
     assert out == {"correct": 1.0, "format": 1.0, "reward": pytest.approx(1.2)}
     out = fn("\\boxed{8}", "7")
     assert out == {"correct": 0.0, "format": 0.0, "reward": 0.0}
     with pytest.raises(ValueError):
-        combine.CombinedReward([])
+        host_reward.CombinedReward([])
     with pytest.raises(ValueError):
-        combine.CombinedReward([combine.RewardTerm("a", math_reward), combine.RewardTerm("a", math_reward)])
+        host_reward.CombinedReward([host_reward.RewardTerm("a", math_reward),
+                                    host_reward.RewardTerm("a", math_reward)])
     with pytest.raises(ValueError):
-        combine.CombinedReward([combine.RewardTerm("reward", math_reward)])
+        host_reward.CombinedReward([host_reward.RewardTerm("reward", math_reward)])
 
 
 def test_combine_components_arrays_and_jit_lengths():

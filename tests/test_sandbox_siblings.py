@@ -21,7 +21,7 @@ from rlvr_jax import rewards, tasks
 from rlvr_jax.multiturn.tools import PythonTool
 from rlvr_jax.rewards import _sandbox
 from rlvr_jax.rewards import code as rc
-from rlvr_jax.rewards import components
+from rlvr_jax.scoring import host_reward as components
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="the sandbox's user drop needs root")

@@ -12,6 +12,8 @@ import pytest
 
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax import evaluation
+from rlvr_jax.sampler import Sampler
+from rlvr_jax.sampling import SamplingConfig
 from rlvr_jax.train.checkpoint import load_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -124,19 +126,21 @@ def test_params_dir_and_hf_dir_load_the_same_policy(tokenizer, tmp_path):
     tokens, mask = evaluation.encode_prompts(data.examples, tokenizer)
     assert tokens.shape[0] == 3 and (mask[:, -1] == 1).all()
     rng = jax.random.PRNGKey(0)
+    sc = SamplingConfig(max_new_tokens=6, stop_token_ids=(tokenizer.eos_id,),
+                        pad_id=tokenizer.pad_id, vocab_limit=tokenizer.vocab_size)
     outputs = []
     for source in ({"preset": "tiny", "seed": 3}, {"params_dir": str(tmp_path / "orbax")},
                    {"hf_dir": str(tmp_path / "hf")}):
         cfg, p = evaluation.load_policy(tokenizer=tokenizer, **source)
         assert cfg.vocab_size == config.vocab_size and cfg.n_layers == config.n_layers
-        outputs.append(evaluation.generate_texts(p, cfg, tokenizer, tokens, mask, rng,
-                                               num_samples=1, greedy=True, max_new_tokens=6,
-                                               batch_size=2))
+        outputs.append(evaluation.generate_texts(p, Sampler(cfg, sc), tokenizer, tokens, mask,
+                                                 rng, num_samples=1, greedy=True,
+                                                 batch_size=2))
     assert outputs[0] == outputs[1] == outputs[2]
     # One batch of 3 == batches of 2 with the last one padded by a copy.
-    assert outputs[0] == evaluation.generate_texts(params, config, tokenizer, tokens, mask, rng,
-                                                 num_samples=1, greedy=True, max_new_tokens=6,
-                                                 batch_size=3)
+    assert outputs[0] == evaluation.generate_texts(params, Sampler(config, sc), tokenizer,
+                                                   tokens, mask, rng, num_samples=1,
+                                                   greedy=True, batch_size=3)
     assert len(outputs[0]) == 3 and all(len(t) == 1 for t in outputs[0])
     with pytest.raises(ValueError, match="exactly one"):
         evaluation.load_policy(tokenizer=tokenizer, preset="tiny", hf_dir="x")

@@ -5,7 +5,7 @@ import pytest
 from rlvr_jax import tasks
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.rewards import code as rc
-from rlvr_jax.rewards import components
+from rlvr_jax.scoring import host_reward as components
 
 
 def test_examples_show_f0_f1_and_hide_the_tests():

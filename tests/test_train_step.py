@@ -470,7 +470,7 @@ def test_host_rl_step_with_weighted_components_in_a_pool(tok, model_config, para
     `reward.components` + `reward.num_workers` build): the rewards are the weighted sums,
     each component is logged, reward/correct counts the correctness component, no sample
     failed. Same shapes as the test above, so no new compilation."""
-    from rlvr_jax.rewards import components
+    from rlvr_jax.scoring import host_reward as components
     sc = _sampling_config(tok)
     rl = step_lib.RLConfig(num_prompts=P, aggregation="token-mean")
     pb, pmask = prompts

@@ -1,16 +1,18 @@
 """The evaluation room: held-out metrics of a policy, periodic (during training) and offline.
 
     data = evaluation.task_data("arithmetic", split="test", num_prompts=200)
-    texts = evaluation.generate_texts(params, model_config, tok, tokens, mask, rng, ...)
-    report = evaluation.summarize(evaluation.score(texts, data), ks=(1, 8))
-    evaluator = evaluation.Evaluator(model_config, tok, tokens, mask, data, ...)  # periodic
+    tokens, mask = evaluation.encode_prompts(data.examples, tok)
+    evaluator = evaluation.Evaluator(sampler, tok, tokens, mask, data, batch_size=32)
+    evaluator(params, rng)                          # the loop's eval/... metrics
+    evaluator.report(params, num_samples=8, ks=(1, 8))   # scripts/evaluate.py's report
 
 Modules: `metrics` (pure, jittable pass@k, maj@k, CoT-pass@k, mean@k, best@k, IQM,
 bootstrap CIs — importable from here), `data` (held-out problems and their verifiers),
-`decoding` (prompts → completion texts), `report` (per-prompt scoring and aggregation,
-shared by both evaluators), `periodic` (`Evaluator`, called by the training loop) and
-`offline` (`evaluate_policy`, `load_policy`: the library behind `scripts/evaluate.py`).
-Layering: builds on `rlvr_jax.scoring`, `sampling`, `models`, `tasks`, `data`; never imports
+`decoding` (prompts → completion texts with a run's `Sampler`), `report` (per-prompt
+scoring and aggregation), `evaluator` (`Evaluator`: the one evaluator, called by the
+training loop, the lab and `scripts/evaluate.py`) and `policy` (`load_policy`: a policy
+outside a training run).
+Layering: builds on `rlvr_jax.sampler`, `scoring`, `sampling`, `models`, `tasks`, `data`; never imports
 `rlvr_jax.train`. Only `metrics` is imported eagerly.
 """
 import importlib
@@ -20,11 +22,11 @@ from rlvr_jax.evaluation.metrics import (best_at_k, bootstrap_ci, cot_pass_at_k,
 
 _LAZY = {
     "EvalData": "data", "task_data": "data", "jsonl_data": "data",
-    "encode_prompts": "decoding", "generate_texts": "decoding",
+    "encode_prompts": "decoding", "generate_texts": "decoding", "eval_sampler": "decoding",
     "score": "report", "per_prompt_metrics": "report", "summarize": "report",
     "write_samples": "report",
-    "Evaluator": "periodic",
-    "evaluate_policy": "offline", "load_policy": "offline", "load_params_dir": "offline",
+    "Evaluator": "evaluator",
+    "load_policy": "policy", "load_params_dir": "policy",
 }
 
 

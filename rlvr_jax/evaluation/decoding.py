@@ -1,11 +1,10 @@
-"""Prompts in, completion texts out: the decoding both evaluators share."""
+"""Prompts in, completion texts out: the evaluator's decoding with a run's `Sampler`."""
 from typing import List, Optional, Sequence
 
 import jax
 import numpy as np
 
-from rlvr_jax import sampling
-from rlvr_jax.sampler import Sampler
+from rlvr_jax.sampler import Sampler, with_sampling
 from rlvr_jax.scoring import decode_completions
 
 
@@ -24,32 +23,33 @@ def encode_prompts(examples: Sequence, tokenizer, *, apply_chat_template: bool =
     return tokens, mask
 
 
-def generate_texts(params, model_config, tokenizer, prompt_tokens, prompt_mask, rng, *,
-                   num_samples: int, greedy: bool = False, temperature: float = 1.0,
-                   top_p: float = 1.0, max_new_tokens: int, batch_size: int,
-                   buckets: Optional[Sequence[int]] = sampling.DEFAULT_BUCKETS,
-                   env=None, answers=None, tools=None, examples=None,
-                   cache_window: Optional[int] = None, sampler: Optional[Sampler] = None
-                   ) -> List[List[str]]:
-    """Completions `[P][num_samples]` (texts up to the stop token), `batch_size` prompts per
-    call with key `fold_in(rng, call)`; the last batch is padded with copies of its last
-    prompt (one compiled shape) and the copies are dropped. `buckets`: the prompt-length
-    buckets of plain sampling (`sampling.sample`; None: the prompts' own width).
+def eval_sampler(sampler: Sampler, *, num_samples: int, greedy: bool = False,
+                 temperature: float = 1.0, top_p: float = 1.0) -> Sampler:
+    """`sampler` (a run's rollout kind and its decoding settings: completion length, stop
+    and pad tokens, vocabulary limit, cache, compaction, attention) with only what an
+    evaluation chooses changed: `num_samples` per prompt, greedy or `temperature` / `top_p`
+    sampling, no top-k filter. Greedy decoding reads temperature 1 (its log-probs only)."""
+    if greedy:
+        temperature, top_p = 1.0, 1.0
+    return with_sampling(sampler, num_samples=num_samples, greedy=greedy,
+                         temperature=temperature, top_k=0, top_p=top_p)
 
-    The rollouts are `sampler`'s kind (a run's `rlvr_jax.sampler.Sampler`) at this
-    function's sampling settings; without one, `env` (a multi-turn environment, with `tools`
-    for a host one) makes it. With an environment `answers` [P] int32 reach `env.reset`
-    (default 0), a host environment plays on `examples` [P], and the texts are the model's
-    own tokens (observations left out), as the verifiers score them. cache_window: the
-    sampler's `SamplingConfig.cache_window` (None: automatic)."""
-    config = sampling.SamplingConfig(greedy=greedy, temperature=temperature, top_p=top_p,
-                                     max_new_tokens=max_new_tokens, num_samples=num_samples,
-                                     stop_token_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id,
-                                     vocab_limit=tokenizer.vocab_size,
-                                     cache_window=cache_window)
-    if sampler is None:
-        sampler = Sampler(model_config, config, env=env, tools=tools, tokenizer=tokenizer)
-    sampler = sampler.replace(config)
+
+def generate_texts(params, sampler: Sampler, tokenizer, prompt_tokens, prompt_mask, rng, *,
+                   num_samples: int, greedy: bool = False, temperature: float = 1.0,
+                   top_p: float = 1.0, batch_size: int, answers=None, examples: Sequence = (),
+                   buckets: Optional[Sequence[int]] = None) -> List[List[str]]:
+    """Completions `[P][num_samples]` (the model's own tokens up to the stop token, an
+    environment's observations left out, as the verifiers score them) of the prompts
+    [P, Tp], `batch_size` prompts per call with key `fold_in(rng, call)`; the last batch is
+    padded with copies of its last prompt (one compiled shape) and the copies are dropped.
+
+    The rollouts are `sampler`'s kind at `eval_sampler`'s settings. `answers` [P] int32 reach
+    an environment's `reset` (default 0), a host environment plays on `examples` [P];
+    `buckets`: plain sampling's prompt-length buckets (`sampling.sample`; None: the prompts'
+    own width)."""
+    sampler = eval_sampler(sampler, num_samples=num_samples, greedy=greedy,
+                           temperature=temperature, top_p=top_p)
     p = len(prompt_tokens)
     out: List[List[str]] = []
     answers = np.zeros((p,), np.int32) if answers is None else np.asarray(answers, np.int32)

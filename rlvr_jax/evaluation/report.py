@@ -1,4 +1,4 @@
-"""Per-prompt scoring and its aggregation, shared by the periodic and the offline evaluator.
+"""Per-prompt scoring and its aggregation, for the `Evaluator`.
 
 `score` turns completion texts [P][N] into per-sample arrays, `per_prompt_metrics` into
 per-prompt metrics `[P]`, and `with_ci` / `summarize` average them over prompts with a

@@ -14,11 +14,11 @@ and `check_reward_config`.
 """
 import functools
 
+from rlvr_jax.scoring import host_reward
 from rlvr_jax.scoring.reward_model import check_reward_model_path
 from rlvr_jax.scoring.verifiers import Verifier, math_verifier, task_verifier
 
 CORRECTNESS = ("verifier", "token", "task", "math", "math_verify", "code")
-SAMPLE = ("task", "math", "math_verify", "code", "format")  # Per completion, in the pool.
 
 
 def check_reward_model(reward, names) -> None:
@@ -43,17 +43,17 @@ def check_reward_model(reward, names) -> None:
 
 
 def host_component(name: str, task):
-    """The picklable host fn(text, example) -> float of component `name`."""
+    """The picklable host fn(text, example) -> float of sample component `name` (task,
+    math, math_verify, code, format)."""
     from rlvr_jax import rewards
-    from rlvr_jax.rewards import components as comp
-    if name in ("task", "token"):
+    if name == "task":
         if task is None:
             raise ValueError(f"reward.components: {name!r} needs data.source='task'")
         return task.verify
     if name in ("math", "math_verify"):
         kind = "rule" if name == "math" else "math_verify"
-        return functools.partial(comp.on_answer, reward=rewards.get_math_verifier(kind))
-    return {"format": comp.format_component, "code": comp.code_component}[name]
+        return functools.partial(host_reward.on_answer, reward=rewards.get_math_verifier(kind))
+    return {"format": host_reward.format_component, "code": host_reward.code_component}[name]
 
 
 def sample_term(setup, weight, *, name: str):
@@ -66,8 +66,7 @@ def correctness_verifier(name: str, task, tokenizer) -> Verifier:
     if name in ("math", "math_verify"):
         return math_verifier("rule" if name == "math" else name)
     if name == "code":
-        from rlvr_jax.rewards import components as comp
-        return Verifier(verify=comp.code_component, answer_key=lambda text: None)
+        return Verifier(verify=host_reward.code_component, answer_key=lambda text: None)
     if task is None:
         raise ValueError(f"reward.components: {name!r} needs data.source='task'")
     verifier = task_verifier(task, tokenizer if name == "token" else None)

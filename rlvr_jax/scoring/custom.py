@@ -97,5 +97,5 @@ def register_custom(spec: str) -> str:
         raise ValueError(f"reward.components: {spec}: its name {name!r} is already a "
                          "component; rename the function")
     _LOADED[spec] = load(spec)
-    register(name, functools.partial(_term, spec=spec), "sample", f"your function {spec}")
+    register(name, functools.partial(_term, spec=spec), "sample")
     return name

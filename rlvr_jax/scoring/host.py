@@ -5,7 +5,7 @@
     scorer.close()
 
 `fn` returns a float, or ``{"reward": float, name: float, ...}`` (e.g.
-`rlvr_jax.rewards.components.HostReward`, whose ``"correct"`` entry is the verdict that
+`rlvr_jax.scoring.host_reward.HostReward`, whose ``"correct"`` entry is the verdict that
 `reward/correct` counts). With ``num_workers > 0`` the samples run in a
 `rlvr_jax.rewards.RewardPool` (``forkserver`` processes): a sample that raises, returns a
 non-finite value, kills its worker or runs past ``timeout_s`` scores 0 and is counted

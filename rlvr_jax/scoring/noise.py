@@ -21,21 +21,35 @@ Seeded: u is drawn from `PRNGKey(seed)` folded with a hash of the rollout's prom
 completion tokens, so the same rollout gets the same flips on the one-program and the split
 path, in a rerun, and after a resume; different rollouts get independent draws.
 
-`backward_corrected` is `rewards.noise_corrected_reward` (r̂ − ρ1) / (1 − ρ0 − ρ1), unbiased
-for the true binary reward when the verifier's false-negative rate is ρ0 and false-positive
-rate ρ1 (rewards/noise.py): the `correction` term, after `noise` when both are configured.
+`backward_corrected` is `noise_corrected_reward` r̃ = (r̂ − ρ1) / (1 − ρ0 − ρ1): with a
+verifier's false-negative rate ρ0 = P(r̂=0 | r=1) and false-positive rate ρ1 = P(r̂=1 | r=0),
+E[r̂ | r] = ρ1 + r (1 − ρ0 − ρ1), so E[r̃ | r] = r (Natarajan et al. 2013's backward
+correction applied to rewards). r̃ lies outside [0, 1] when ρ1 > 0; its variance grows as
+ρ0 + ρ1 → 1. The rates must be measured on the task's own data (docs/verifiers.md). It is
+the `correction` term, after `noise` when both are configured.
 """
 import functools
 from typing import Dict, Tuple
 
 import jax
 import jax.numpy as jnp
-
-from rlvr_jax.rewards.noise import noise_corrected_reward
+import numpy as np
 
 Metrics = Dict[str, jax.Array]
 
 FIELDS = ("noise_fn_rate", "noise_fp_rate", "correction_fn_rate", "correction_fp_rate")
+
+
+def noise_corrected_reward(observed, *, fn_rate: float, fp_rate: float = 0.0):
+    """Unbiased reward ``[B]`` from observed binary rewards ``[B]`` (numpy or jax arrays)."""
+    if not (0.0 <= fn_rate < 1.0 and 0.0 <= fp_rate < 1.0):
+        raise ValueError(f"rates must be in [0, 1), got fn_rate={fn_rate}, fp_rate={fp_rate}")
+    if fn_rate + fp_rate >= 1.0:
+        raise ValueError("fn_rate + fp_rate must be < 1 (otherwise the verifier is uninformative)")
+    scale = 1.0 / (1.0 - fn_rate - fp_rate)
+    if isinstance(observed, (list, tuple)):
+        observed = np.asarray(observed, np.float32)
+    return (observed - fp_rate) * scale
 
 
 def rollout_key(seed: int, rollout) -> jax.Array:
@@ -67,7 +81,7 @@ def noisy(rewards: jax.Array, x, *, fn_rate: float, fp_rate: float, seed: int
 
 def backward_corrected(rewards: jax.Array, x, *, fn_rate: float, fp_rate: float
                        ) -> Tuple[jax.Array, Metrics]:
-    """(r̃ [B], metrics): `rewards.noise_corrected_reward` of the (noisy) rewards."""
+    """(r̃ [B], metrics): `noise_corrected_reward` of the (noisy) rewards."""
     del x
     out = noise_corrected_reward(jnp.asarray(rewards, jnp.float32), fn_rate=fn_rate,
                                  fp_rate=fp_rate)

@@ -9,11 +9,11 @@ ends its step.
 A task's `step_scores(text, example)` gives [(end_char, score), ...] for the reasoning chunks
 before the answer (`rlvr_jax.tasks`); `scoring.spans` maps each end offset to the token that
 holds the step's last character. Two steps ending in the same token keep the lower score.
-With `verify` (outcome-gated process rewards) the steps of a completion whose final answer
-the verifier rejects score 0. The estimators that use them are in
+With `verdicts` (outcome-gated process rewards) the steps of a completion whose final
+answer the verifier rejected score 0. The estimators that use them are in
 `rlvr_jax.advantages.process`; the update adds them as `rl.process_weight` asks.
 """
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Sequence, Tuple
 
 import flax.struct
 import jax
@@ -48,7 +48,7 @@ def place_steps(tokenizer, tokens, mask, steps: Sequence[Tuple[int, float]]
 
 
 def step_rewards_on_host(texts: Sequence[str], examples: Sequence, tokens, mask, *,
-                         step_scores: Callable, tokenizer, verify: Optional[Callable] = None
+                         step_scores: Callable, tokenizer, verdicts=None
                          ) -> Tuple[StepRewards, Dict[str, float]]:
     """Step rewards [B, N] of B decoded completions and their examples (each prompt's example
     repeated G times), with metrics.
@@ -57,8 +57,9 @@ def step_rewards_on_host(texts: Sequence[str], examples: Sequence, tokens, mask,
       texts: [B] completion texts (`scoring.decode_completions`); examples: [B].
       tokens, mask: [B, N] the rollout's completion tokens and mask.
       step_scores: fn(text, example) -> [(end_char, score), ...] or None (no steps).
-      verify: outcome gate: fn(text, example) -> float; a completion with verdict < 1 gets
-        step rewards 0 (None: no gate). A raising checker gives that row no steps.
+      verdicts: outcome gate: [B] the verifier's verdicts of the completions (the host
+        stage's, `Inputs.verdicts`); a completion with verdict < 1 gets step rewards 0
+        (None: no gate). A raising checker gives that row no steps.
 
     Returns:
       (StepRewards, metrics): process/step_accuracy (mean step score before the gate),
@@ -81,7 +82,7 @@ def step_rewards_on_host(texts: Sequence[str], examples: Sequence, tokens, mask,
             steps = []
         total, count = total + sum(s for _, s in steps), count + len(steps)
         perfect += bool(steps) and all(s >= 1.0 for _, s in steps)
-        if steps and verify is not None and float(verify(texts[b], examples[b])) < 1.0:
+        if steps and verdicts is not None and float(verdicts[b]) < 1.0:
             steps = [(c, 0.0) for c, _ in steps]
         values[i], ends[i] = place_steps(tokenizer, tokens[b], mask[b], steps)
     values, ends, total, count, perfect = distributed.gather_rows(
@@ -94,8 +95,8 @@ def step_rewards_on_host(texts: Sequence[str], examples: Sequence, tokens, mask,
 
 def process_term(setup, weight):
     """The per-step host term of `rl.process_weight > 0`: fn(rewards, x) -> (StepRewards,
-    metrics) from the verifier's step checkers (gated by its `verify` with
-    `rl.process_gate`); None without process rewards."""
+    metrics) from the verifier's step checkers (gated by the host stage's verdicts,
+    `x.verdicts`, with `rl.process_gate`); None without process rewards."""
     del weight
     rl, verifier = setup.rl, setup.verifier
     if rl is None or not rl.process:
@@ -109,5 +110,5 @@ def process_term(setup, weight):
         return step_rewards_on_host(
             x.texts, x.examples, x.rollout.tokens, x.rollout.mask,
             step_scores=verifier.step_scores, tokenizer=setup.tokenizer,
-            verify=verifier.verify if rl.process_gate else None)
+            verdicts=x.verdicts if rl.process_gate else None)
     return fn

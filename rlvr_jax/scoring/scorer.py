@@ -22,6 +22,7 @@ import numpy as np
 from rlvr_jax.scoring import components as comp
 from rlvr_jax.scoring import custom
 from rlvr_jax.scoring.host import HostScorer
+from rlvr_jax.scoring.host_reward import HostReward
 from rlvr_jax.scoring.noise import check_noise_config
 from rlvr_jax.scoring.score import decode_completions, is_correct, reward_metrics, score_shared
 from rlvr_jax.scoring.terms import TERMS, WHERE, Inputs, Setup, Term
@@ -84,7 +85,6 @@ class Scorer:
         only = self.samples[0] if len(self.samples) == 1 else None
         if only is not None and only.name == "verifier" and only.weight == 1.0:
             return only.fn, ()  # The verifier alone: its verdict is the reward.
-        from rlvr_jax.rewards.components import HostReward
         correct = next((t.name for t in self.samples if t.name in comp.CORRECTNESS), None)
         reward = HostReward([(t.name, t.fn, t.weight) for t in self.samples], correct=correct,
                             correct_fn=None if correct else self.verifier.verify)
@@ -176,8 +176,8 @@ def _components(text: str) -> Tuple[str, ...]:
 
 
 def parse_components(reward) -> Tuple[Tuple[str, float], ...]:
-    """((name, weight), ...) of `config.reward` (validated); () without components."""
-    check_reward_config(reward)
+    """((name, weight), ...) of a `config.reward` that `check_reward_config` accepts; ()
+    without components."""
     names = _components(reward.components)
     weights = [float(w) for w in _names(reward.weights)] or [1.0] * len(names)
     return tuple(zip(names, weights))
@@ -194,6 +194,9 @@ def check_reward_config(reward) -> None:
     names = _components(reward.components)
     known = [n for n, kind in TERMS.items() if kind.component]
     for name in names:
+        if name in TERMS and not TERMS[name].component:
+            raise ValueError(f"reward.components: {name!r} is not a component (it is set by "
+                             "other fields; docs/verifiers.md)")
         if name not in known:
             raise ValueError(f"reward.components: unknown component {name!r}; known: "
                              f"{', '.join(known)}")
@@ -208,10 +211,6 @@ def check_reward_config(reward) -> None:
     if weights and len(weights) != len(names):
         raise ValueError(f"reward.weights: {len(weights)} weights for {len(names)} components "
                          f"({', '.join(names) or 'none'})")
-    for name in names:
-        if not TERMS[name].component:
-            raise ValueError(f"reward.components: {name!r} is not a component (it is set by "
-                             "other fields; docs/verifiers.md)")
     device = {n for n in names if TERMS[n].where == "device"}
     if "token" in names and set(names) - device:
         raise ValueError("reward.components: 'token' scores on device and combines only with "
@@ -228,11 +227,11 @@ def check_reward_config(reward) -> None:
     check_noise_config(reward)
 
 
-def run_verifier(reward, task, tokenizer) -> Verifier:
-    """The verifier that decides correctness in a run with `config.reward`: `choose_verifier(
-    reward.verifier, ...)` without components; else the first correctness component's; with
-    device components only, the task's on-device one; else `reward.verifier`'s host one."""
-    names = tuple(n for n, _ in parse_components(reward))
+def run_verifier(reward, names: Sequence[str], task, tokenizer) -> Verifier:
+    """The verifier that decides correctness in a run with `config.reward` and its component
+    `names` (`parse_components`): `choose_verifier(reward.verifier, ...)` without components;
+    else the first correctness component's; with device components only, the task's
+    on-device one; else `reward.verifier`'s host one."""
     if not names:
         return choose_verifier(reward.verifier, task, tokenizer)
     correct = next((n for n in names if n in comp.CORRECTNESS), None)
@@ -298,11 +297,13 @@ def scorer_from_config(config, task, tokenizer, *, rl, reward_model=None,
     host pool) and `rl` (its `RLConfig`: overlong, process rewards), with the run's
     `scoring.RewardModel` and multi-turn environment (or None). Raises ValueError naming
     the field."""
-    pairs = parse_components(config.reward)  # Validates config.reward.
-    setup = Setup(run_verifier(config.reward, task, tokenizer), reward=config.reward,
+    check_reward_config(config.reward)
+    pairs = parse_components(config.reward)
+    names = tuple(n for n, _ in pairs)
+    setup = Setup(run_verifier(config.reward, names, task, tokenizer), reward=config.reward,
                   rl=rl, task=task, tokenizer=tokenizer, reward_model=reward_model, env=env,
                   num_samples=config.rl.num_samples,
                   max_new_tokens=config.sampling.max_new_tokens,
-                  components=tuple(n for n, _ in pairs))
+                  components=names)
     return assemble(setup, dict(pairs), num_workers=config.reward.num_workers,
                     timeout_s=config.reward.timeout_s)

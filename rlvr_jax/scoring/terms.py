@@ -82,7 +82,6 @@ class Kind(NamedTuple):
     """A registered term kind."""
     build: Callable  # build(setup, weight or None) -> fn, or None when not configured
     where: str
-    doc: str
     component: bool  # Named in `reward.components` (else configured by other fields).
     per_step: bool
 
@@ -90,11 +89,11 @@ class Kind(NamedTuple):
 TERMS: Dict[str, Kind] = {}
 
 
-def register(name: str, build: Callable, where: str, doc: str = "", *,
-             component: bool = True, per_step: bool = False) -> None:
+def register(name: str, build: Callable, where: str, *, component: bool = True,
+             per_step: bool = False) -> None:
     """Registers term kind `name` (after the ones before it: the order terms run in)."""
     if where not in WHERE:
         raise ValueError(f"term {name!r}: where must be one of {WHERE}, got {where!r}")
     if name in ("reward", "correct", "verifier"):
         raise ValueError(f"a term may not be named {name!r}")
-    TERMS[name] = Kind(build, where, doc, component, per_step)
+    TERMS[name] = Kind(build, where, component, per_step)

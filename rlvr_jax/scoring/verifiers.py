@@ -46,7 +46,7 @@ def math_verifier(kind: str = "rule") -> Verifier:
     """A math verifier on `example.answer` (`rewards.get_math_verifier(kind)`: "rule",
     "math_verify" or "auto"); maj@k votes on normalised extracted answers."""
     from rlvr_jax import rewards  # Lazily: the rule verifier pulls in sympy-free parsing only.
-    from rlvr_jax.rewards.components import on_answer
+    from rlvr_jax.scoring.host_reward import on_answer
     reward = rewards.get_math_verifier(kind)
     preload = ("math_verify",) if reward is rewards.math_verify_reward else ()
     # A partial of module-level functions: picklable, so a RewardPool worker can run it.

@@ -1,8 +1,9 @@
 """Builders: everything a run needs, made from its config (used by `loop.run`).
 
 Each function reads the config and returns one object: the model config, the task and its
-data sources, the mesh and a `Placer`, the sampler, the optimizers, the RL state, the
-held-out evaluator and the RL step program (`step.make_step`). None of them trains.
+data sources, the mesh and a `Placer`, the sampler, the optimizers, the RL state and the
+held-out evaluator (the loop composes the sampler and the scorer into the RL step with
+`step.make_step`). None of them trains.
 """
 from typing import Tuple
 
@@ -15,7 +16,6 @@ from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import adaptive, adapters, reference
 from rlvr_jax.train import state as state_lib
-from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.errors import ConfigError, user_input
 
@@ -361,11 +361,10 @@ def build_evaluator(config, tokenizer, test_source, verifier: scoring.Verifier,
     pb = next(loader)
     data = evaluation.EvalData.scored_by(eval_data_name(config, test_source), pb.examples,
                                          verifier)
-    return evaluation.Evaluator(sampler.model_config, tokenizer, pb.tokens,
+    return evaluation.Evaluator(sampler, tokenizer, pb.tokens,
                                 prompt_mask(pb.lengths, config.data.max_prompt_len), data,
-                                max_new_tokens=config.sampling.max_new_tokens,
                                 batch_size=batch_size, k=config.eval.k,
-                                temperature=config.eval.temperature, sampler=sampler)
+                                temperature=config.eval.temperature)
 
 
 def eval_sizes(config, test_source) -> Tuple[int, int]:
@@ -469,12 +468,6 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
         state = state.replace(value_opt_state=placer.value_opt_state(
             state.value_opt_state, value_tx, value_params))
     return state
-
-
-def rl_program(rl: RLConfig, sampler: Sampler, scorer: scoring.Scorer, tx, value_tx):
-    """step(state, batch, examples) -> (state, metrics, samples) of the run's sampler and
-    scorer (`step.make_step`: one program, or split at one seam)."""
-    return step_lib.make_step(sampler, scorer, rl, tx, value_tx=value_tx)
 
 
 def place_rl_batch(placer: Placer, pb, width: int, source: str = "the RL batch") -> dict:

@@ -38,6 +38,7 @@ from rlvr_jax.train import adaptive, adapters, build, preempt
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.sft import make_sft_step
+from rlvr_jax.train.step import make_step
 from rlvr_jax.train.checkpoint import Checkpointer, disk_full_error
 from rlvr_jax.train.logging import MetricsWriter, SampleWriter, exclude_compile, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
@@ -281,7 +282,7 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
                            reward_params=build.reward_model_params(config, rm, r.placer),
                            reference_memory=config.mesh.reference_memory)
-    program = build.rl_program(r.rl, r.sampler, r.scorer, tx, value_tx)
+    program = make_step(r.sampler, r.scorer, r.rl, tx, value_tx=value_tx)  # 1 or 2 programs.
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
     r.adaptive = adaptive.attach(config, r.train_source, loader)

@@ -1,12 +1,12 @@
-"""NumPy references and test-only helpers of `rlvr_jax.rewards` (issue 50: the package keeps
-the verifiers; these are used by the tests only)."""
+"""NumPy references and test-only helpers of `rlvr_jax.rewards` and the label-free votes
+(issue 50: the packages keep what runs; these are used by the tests only)."""
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from rlvr_jax.rewards.consensus import majority_vote_rewards
 from rlvr_jax.rewards.length import _check
 from rlvr_jax.rewards.math import extract_answer
+from rlvr_jax.scoring.label_free import majority_vote_rewards
 
 
 def overlong_penalty_np(lengths, *, max_length: int, buffer_length: int) -> np.ndarray:
@@ -40,15 +40,9 @@ def combine_components(components: Mapping[str, np.ndarray], weights: Mapping[st
     return total, metrics
 
 
-def reward_metrics(total, components: Mapping[str, np.ndarray]) -> dict:
-    """Flat scalar metrics: mean of the total and of each component."""
-    metrics = {f"reward/{k}/mean": float(np.mean(np.asarray(v))) for k, v in components.items()}
-    metrics["reward/total/mean"] = float(np.mean(np.asarray(total)))
-    return metrics
-
-
 def majority_vote_from_completions(completions: Sequence[Sequence[str]], *,
                                    min_share: float = 0.0) -> tuple[np.ndarray, dict]:
-    """`rewards.consensus.majority_vote_rewards` on the final answers extracted from ``[P][G]`` completions."""
+    """`scoring.label_free.majority_vote_rewards` on the final answers extracted from
+    ``[P][G]`` completions."""
     answers = [[extract_answer(c) for c in group] for group in completions]
     return majority_vote_rewards(answers, min_share=min_share)

@@ -1,18 +1,53 @@
-"""Reward components on prompt `Example`s: picklable host functions for a `RewardPool`.
+"""The per-completion (sample) terms' host functions and their weighted sum, for the pool.
 
 Each component is ``fn(completion: str, example) -> float`` where ``example`` is a
 `rlvr_jax.tasks.Example` (from a task or a JSONL / Parquet / TFDS row). They are
 module-level functions or ``functools.partial``s of them, so a `RewardPool` worker can
-unpickle them. `HostReward` sums weighted components and also reports the correctness
+unpickle them. `CombinedReward` sums weighted ``fn(completion, reference)`` terms, keeping
+each as a metric; `HostReward` (the scorer's sample terms) also reports the correctness
 verdict (``"correct"``) that `reward/correct` and pass@k are defined on.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Callable, Optional, Sequence, Tuple
 
-from rlvr_jax.rewards.combine import CombinedReward, RewardTerm
 from rlvr_jax.rewards.format import format_reward
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardTerm:
+    """One named component ``fn(completion, reference) -> float`` with its weight."""
+    name: str
+    fn: Callable
+    weight: float = 1.0
+
+
+class CombinedReward:
+    """``reward = Σ_k weight_k · fn_k(completion, reference)``.
+
+    Calling it returns ``{"reward": total, name_k: value_k, ...}`` (unweighted component
+    values), the form :class:`rlvr_jax.rewards.RewardPool` reports per component.
+    Picklable when every ``fn`` is (module-level functions or ``functools.partial``).
+    """
+
+    def __init__(self, terms: Sequence[RewardTerm]):
+        terms = list(terms)
+        if not terms:
+            raise ValueError("CombinedReward needs at least one term")
+        names = [t.name for t in terms]
+        if len(set(names)) != len(names) or "reward" in names:
+            raise ValueError(f"term names must be unique and not 'reward': {names}")
+        for t in terms:
+            if not callable(t.fn):
+                raise ValueError(f"term {t.name!r}: fn is not callable")
+        self.terms = terms
+
+    def __call__(self, completion: str, reference) -> dict:
+        out = {t.name: float(t.fn(completion, reference)) for t in self.terms}
+        out["reward"] = float(sum(t.weight * out[t.name] for t in self.terms))
+        return out
 
 
 def on_answer(completion: str, example, *, reward: Callable) -> float:
@@ -42,8 +77,8 @@ def code_tests(example):
 
 
 def code_component(completion: str, example) -> float:
-    """`code_reward`: the pass fraction of the example's tests (`code_tests`) run on the
-    completion's last fenced Python block in the sandbox."""
+    """`rewards.code_reward`: the pass fraction of the example's tests (`code_tests`) run
+    on the completion's program in the sandbox."""
     from rlvr_jax.rewards.code import code_reward  # Lazily: only code runs need the sandbox.
     return code_reward(completion, code_tests(example))
 
