@@ -32,6 +32,7 @@ from rlvr_jax.lab.spec import EvalSpec, Finding
 from rlvr_jax.train import build, loop
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.config import check_key
+from rlvr_jax.train.logging import read_metrics
 from rlvr_jax.train.validate import validate
 
 _WARMUP_PARTS = ("model", "tokenizer", "data", "sft", "mesh")
@@ -129,12 +130,10 @@ def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
 
 
 def _rl_rows(run_dir: str) -> list:
-    """metrics.jsonl's RL lines (dicts), in step order."""
+    """metrics.jsonl's RL lines (dicts), in step order (a last line cut by a kill is left
+    out: `logging.read_metrics`)."""
     path = os.path.join(run_dir, "metrics.jsonl")
-    rows = []
-    if os.path.exists(path):
-        with open(path) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+    rows = read_metrics(path) if os.path.exists(path) else []
     return [x for x in rows if x.get("phase") == "rl"]
 
 
