@@ -72,7 +72,12 @@ def main():
     parser.add_argument("--here", action="store_true",
                         help="one point at depth --layers[0], compiled in this process on its "
                         "own backend (e.g. the GPU cross-check), no extrapolation")
+    parser.add_argument("--run", action="store_true",
+                        help="with --here: also run the program once on zeros and report the "
+                        "device's memory_stats() (peak bytes in use) beside the plan")
     args = parser.parse_args()
+    if args.run and not args.here:
+        parser.error("--run needs --here (it runs on this process's backend)")
     from rlvr_jax.sampling import cache_window_setting  # Imports jax: after parsing.
     try:
         window = cache_window_setting(args.cache_window)
@@ -91,7 +96,7 @@ def main():
     if args.here:
         print(json.dumps(memory_plan.plan(
             args.preset, rules=args.rules, tensor=args.tensor, n_layers=args.layers[0],
-            prompts=args.prompts, samples=args.rows // args.prompts, **common)))
+            prompts=args.prompts, samples=args.rows // args.prompts, run=args.run, **common)))
         return
     grid = ([(args.preset, args.devices, args.rules, args.tensor, args.prompts)]
             if args.preset else DEFAULT_GRID)

@@ -85,7 +85,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
          param_dtype: str = "float32", remat: str = "full",
          reference_memory: str = "device", cache_window: Optional[int] = None,
          scan_unroll: Optional[int] = None, attention: str = "auto", lora_rank: int = 0,
-         lora_targets: str = "all", quantize_base: str = "none") -> Dict[str, Any]:
+         lora_targets: str = "all", quantize_base: str = "none", run: bool = False
+         ) -> Dict[str, Any]:
     """Compiles `program` for `preset` on all visible devices; returns per-device bytes.
 
     Args:
@@ -107,6 +108,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
       lora_rank, lora_targets, quantize_base: `model.lora.rank` (0: full fine-tuning; alpha
         2 × rank), `.targets` ("all" or a comma list of q,k,v,o,gate,up,down) and
         `.quantize_base` ("none", "int8", "nf4") of a LoRA / QLoRA run.
+      run: also run the compiled program once on zero inputs and add the device's allocator
+        statistics (`run_once`; the plan's check on a GPU or TPU).
 
     Returns: a JSON-able dict: the configuration, compile seconds, XLA's `memory_analysis()`
     fields, `peak_bytes` (arguments + temporaries + outputs not aliased to donated
@@ -146,6 +149,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
     out = {f: int(getattr(mem, f, 0) or 0) for f in fields}
     out["peak_bytes"] = (out["argument_size_in_bytes"] + out["temp_size_in_bytes"]
                          + out["output_size_in_bytes"] - out["alias_size_in_bytes"])
+    if run:
+        out.update(run_once(lowered, compiled))
     tx_state, shardings = programs.abstract_state(
         mc, mesh, rule_set, _optimizer(), work.rl_config(), _optimizer() if advantage == "gae"
         else None, **kw)
@@ -166,6 +171,31 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
             "trainable_params": lora.num_params(mc) if lora_rank else mc.num_params(),
             "compile_s": round(compile_s, 1), "platform": jax.devices()[0].platform,
             **out, "collectives": collectives.collectives(hlo)}
+
+
+def run_once(lowered, compiled) -> Dict[str, Any]:
+    """Runs `compiled` (of `lowered`) once on zero inputs made on the devices as it expects
+    them; returns the first device's allocator statistics (`memory_stats()`: bytes in use
+    and peak, before and after the run; absent where the backend keeps none, e.g. CPU) and
+    the run's seconds (compile-free; the values are zeros, so only memory is meaningful)."""
+    import jax
+    import jax.numpy as jnp
+    args_info, shardings = lowered.args_info, compiled.input_shardings
+
+    def make(info, sh):
+        return jax.jit(lambda: jnp.zeros(info.shape, info.dtype), out_shardings=sh)()
+    args, kwargs = jax.tree.map(make, args_info, shardings,
+                                is_leaf=lambda x: hasattr(x, "donated"))
+    device = jax.devices()[0]
+    before = device.memory_stats() or {}
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(*args, **kwargs))
+    out = {"run_s": round(time.perf_counter() - start, 3)}
+    after = device.memory_stats() or {}
+    for key in ("bytes_in_use", "peak_bytes_in_use", "bytes_limit"):
+        if key in after:
+            out[f"device_{key}_before"], out[f"device_{key}_after"] = before.get(key), after[key]
+    return out
 
 
 def _optimizer():
