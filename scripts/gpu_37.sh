@@ -78,7 +78,7 @@ for name in ("mem_gpu_full", "mem_gpu_full_scanned", "mem_gpu_shallow"):
     print(f"| update {r['preset']} | {r['platform']} | {r['n_layers']} ({r['scan_unroll']}) | "
           f"{g('argument_size_in_bytes')} | {g('temp_size_in_bytes')} | {g('peak_bytes')} | "
           f"{g('device_peak_bytes_in_use_before')} -> {g('device_peak_bytes_in_use_after')} | "
-          f"{r.get('run_s')} |")
+          f"{r.get('run_s', r.get('run_error', '-')[:60])} |")
 print("| rollout | rows | merged s (tok/s) | unmerged s (tok/s) | base s | unmerged/merged |")
 print("|---|---|---|---|---|---|")
 for name in ("lora_rollout_big", "lora_rollout_small"):

@@ -177,7 +177,8 @@ def run_once(lowered, compiled) -> Dict[str, Any]:
     """Runs `compiled` (of `lowered`) once on zero inputs made on the devices as it expects
     them; returns the first device's allocator statistics (`memory_stats()`: bytes in use
     and peak, before and after the run; absent where the backend keeps none, e.g. CPU) and
-    the run's seconds (compile-free; the values are zeros, so only memory is meaningful)."""
+    the run's seconds (compile-free; the values are zeros, so only memory is meaningful),
+    or `run_error` when the run failed (e.g. out of memory)."""
     import jax
     import jax.numpy as jnp
     args_info, shardings = lowered.args_info, compiled.input_shardings
@@ -189,8 +190,11 @@ def run_once(lowered, compiled) -> Dict[str, Any]:
     device = jax.devices()[0]
     before = device.memory_stats() or {}
     start = time.perf_counter()
-    jax.block_until_ready(compiled(*args, **kwargs))
-    out = {"run_s": round(time.perf_counter() - start, 3)}
+    try:
+        jax.block_until_ready(compiled(*args, **kwargs))
+        out = {"run_s": round(time.perf_counter() - start, 3)}
+    except Exception as e:  # noqa: BLE001 - e.g. out of memory: the plan's answer too.
+        out = {"run_error": f"{type(e).__name__}: {str(e)[:500]}"}
     after = device.memory_stats() or {}
     for key in ("bytes_in_use", "peak_bytes_in_use", "bytes_limit"):
         if key in after:
