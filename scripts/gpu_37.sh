@@ -4,9 +4,10 @@
 #      24 scanned, 4 unrolled; 64 rows x (128 + 512), 2 micro-batches) compiled on the GPU
 #      (`memory_analysis()`) and run once on zeros (`memory_stats()` peak), to compare with
 #      the same points planned on a CPU (docs/performance.md, Issue 36);
-#   2. the LoRA sampler, adapters merged once per rollout vs unmerged in every step (and the
-#      base alone), qwen2.5-0.5b shape, bf16, rank 16 on all targets, 256 and 64 rows x 512
-#      new tokens (`scripts/lora_bench.py rollout`).
+#   2. the LoRA sampler, adapters merged once per rollout vs unmerged in every step,
+#      qwen2.5-0.5b shape, bf16, rank 16 on all targets, 256 and 64 rows x (128 + 512) tokens,
+#      one cache phase, no compaction (`scripts/lora_bench.py rollout`; its compile on a CPU:
+#      ~26 CPU-s merged, ~41 unmerged).
 # Each step runs under `timeout` on its own (one failing does not stop the others); logs and
 # JSON go to $OUT; a short table is printed last.
 #   bash scripts/gpu_37.sh                  # on the device machine
@@ -22,12 +23,12 @@ if [ "${SMALL:-0}" = 1 ]; then
   MEM="--preset tiny --prompts 4 --rows 8 --prompt-len 8 --new-tokens 8 --microbatches 2"
   L_SHALLOW="2 2"; L_FULL="2 2"
   ROLL="--preset tiny --rank 4 --prompts 4 --prompt-len 8 --new-tokens 16 --reps 2"
-  R_BIG=8; R_SMALL=4; T=(150 200 200 150 150)
+  R_BIG=8; R_SMALL=4; T=(200 150 150 200 150)
 else
   MEM="--preset qwen2.5-0.5b --prompts 8 --rows 64 --prompt-len 128 --new-tokens 512 --microbatches 2"
   L_SHALLOW="4 4"; L_FULL="24 24"
   ROLL="--preset qwen2.5-0.5b --rank 16 --prompts 32 --prompt-len 128 --new-tokens 512 --reps 2"
-  R_BIG=256; R_SMALL=64; T=(50 70 45 40 30)
+  R_BIG=256; R_SMALL=64; T=(75 30 50 55 30)
 fi
 
 step() {  # step NAME TIMEOUT CMD...: stdout -> $OUT/NAME.json, stderr -> $OUT/NAME.log
@@ -42,15 +43,16 @@ step() {  # step NAME TIMEOUT CMD...: stdout -> $OUT/NAME.json, stderr -> $OUT/N
 }
 
 $PY -c "import jax; print(jax.__version__, jax.devices())" 2>&1 | tail -1
-step mem_gpu_full "${T[0]}" $PY scripts/memory_plan.py --here --run --program update \
-  --layers $L_FULL $MEM
-step lora_rollout_big "${T[1]}" $PY scripts/lora_bench.py rollout --rows $R_BIG $ROLL
-step lora_rollout_small "${T[2]}" $PY scripts/lora_bench.py rollout --rows $R_SMALL \
+step lora_rollout_big "${T[0]}" $PY scripts/lora_bench.py rollout --rows $R_BIG \
   --modes merged,unmerged $ROLL
-step mem_gpu_full_scanned "${T[3]}" $PY scripts/memory_plan.py --here --run --program update \
-  --layers $L_FULL --scan-unroll 1 $MEM
-step mem_gpu_shallow "${T[4]}" $PY scripts/memory_plan.py --here --run --program update \
+step mem_gpu_shallow "${T[1]}" $PY scripts/memory_plan.py --here --run --program update \
   --layers $L_SHALLOW $MEM
+step mem_gpu_full "${T[2]}" $PY scripts/memory_plan.py --here --run --program update \
+  --layers $L_FULL $MEM
+step lora_rollout_small "${T[3]}" $PY scripts/lora_bench.py rollout --rows $R_SMALL \
+  --modes merged,unmerged $ROLL
+step mem_gpu_full_scanned "${T[4]}" $PY scripts/memory_plan.py --here --run --program update \
+  --layers $L_FULL --scan-unroll 1 $MEM
 
 echo "=== summary (GiB; plan = arguments + temporaries + outputs - aliased)"
 $PY - "$OUT" <<'EOF'

@@ -11,7 +11,8 @@
         Whole rollouts (`sampling.generate`, every row forced to --new-tokens) of base +
         adapters, merged once per rollout (the sampler's default) vs unmerged (applied in
         every decode step: `prepare_params(..., merge_adapters=False)`), and of the base
-        alone (the floor): compile seconds, median rollout seconds and tokens/s, interleaved.
+        alone (the floor): compile seconds, median rollout seconds and tokens/s, interleaved
+        (one cache phase, no row compaction: one loop body to compile per mode).
     python scripts/lora_bench.py decode_cost [--preset qwen2.5-0.5b] [--rank 16] [--batch 8]
         The same two ways by XLA's cost analysis (GFLOPs, GB accessed), from shapes only.
     python scripts/lora_bench.py quant [--preset qwen2.5-0.5b]
@@ -105,9 +106,12 @@ def rollout(args) -> dict:
         lora_rank=args.rank, lora_alpha=2.0 * args.rank, lora_targets=lora.TARGETS)
     if args.rows % args.prompts:
         raise SystemExit(f"--rows {args.rows} is not a multiple of --prompts {args.prompts}")
+    # One cache phase and no row compaction: every row runs to --new-tokens (compaction
+    # cannot help), and each phase / batch size is one more loop body to compile (minutes
+    # at this shape); both modes decode alike, so the comparison is unchanged.
     sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=args.new_tokens,
                                  num_samples=args.rows // args.prompts, stop_token_ids=(),
-                                 pad_id=0)
+                                 pad_id=0, cache_window=0, compact_ratio=0)
     params = _params(cfg)
     shape = (args.prompts, args.prompt_len)
     tokens = jax.random.randint(jax.random.PRNGKey(3), shape, 1, cfg.vocab_size)
