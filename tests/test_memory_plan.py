@@ -12,8 +12,8 @@ import pytest
 from rlvr_jax.models import lora, presets
 from rlvr_jax.perf import memory_plan
 
-# A workload every batch and weight axis of `tiny` divides over 8 devices (16 rows).
-TINY = dict(program="update", prompts=8, samples=2, prompt_len=8, new_tokens=8,
+# A workload every batch and weight axis of `tiny` (at 1 layer) divides over 8 devices.
+TINY = dict(program="update", n_layers=1, prompts=8, samples=2, prompt_len=8, new_tokens=8,
             microbatches=2, logprob_chunk=4, kl_coef=0.001)
 
 
@@ -25,7 +25,8 @@ def _tiny_plan(**lora_kw):
 @pytest.mark.skipif(jax.device_count() < 8, reason="needs the 8 fake devices of conftest")
 def test_plan_of_a_qlora_run_has_adapter_state_and_no_reference_copy():
     full, qlora = _tiny_plan(), _tiny_plan(lora_rank=4, quantize_base="nf4")
-    mc = presets.get("tiny").replace(lora_rank=4, lora_alpha=8.0, lora_targets=lora.TARGETS)
+    mc = presets.get("tiny", n_layers=1).replace(lora_rank=4, lora_alpha=8.0,
+                                               lora_targets=lora.TARGETS)
     assert qlora["trainable_params"] == lora.num_params(mc)
     assert full["trainable_params"] == full["params"] == mc.num_params()
     # The reference of a LoRA run is its base with the adapters off: no copy (a KL term is on).
