@@ -6,6 +6,7 @@
     python scripts/memory_plan.py --out plan.jsonl                 # the default grid
     python scripts/memory_plan.py --here --preset qwen2.5-0.5b --layers 4 4 --prompts 8 \
         --rows 64 --prompt-len 128 --new-tokens 512 --microbatches 2   # on this backend
+    python scripts/memory_plan.py --here --run --program update ...   # + one run's memory_stats()
 
 Each point is compiled (not run) on N fake CPU devices in its own process. Deeper models than
 `--layers[1]` are compiled at the two `--layers` depths (in the full model's layer-loop mode)
