@@ -7,7 +7,7 @@
         --reps interleaved runs), and the sum for rollouts of 16, 64, 256 steps.
     python scripts/lora_bench.py rollout [--preset qwen2.5-0.5b] [--rank 16] [--rows 256]
         [--prompts 32] [--prompt-len 128] [--new-tokens 512] [--dtype bfloat16] [--reps 3]
-        [--modes merged,unmerged,base]
+        [--modes merged,unmerged,base] [--compile-only]
         Whole rollouts (`sampling.generate`, every row forced to --new-tokens) of base +
         adapters, merged once per rollout (the sampler's default) vs unmerged (applied in
         every decode step: `prepare_params(..., merge_adapters=False)`), and of the base
@@ -101,7 +101,9 @@ def _unmerged():
 
 
 def rollout(args) -> dict:
-    """Whole rollouts with adapters merged / unmerged / the base alone (see the docstring)."""
+    """Whole rollouts with adapters merged / unmerged / the base alone (see the docstring).
+    Programs are compiled from abstract shapes (so that a `--compile-only` run in another
+    process fills the persistent compilation cache for this one)."""
     cfg = presets.get(args.preset, dtype=args.dtype, param_dtype="float32").replace(
         lora_rank=args.rank, lora_alpha=2.0 * args.rank, lora_targets=lora.TARGETS)
     if args.rows % args.prompts:
@@ -112,33 +114,40 @@ def rollout(args) -> dict:
     sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=args.new_tokens,
                                  num_samples=args.rows // args.prompts, stop_token_ids=(),
                                  pad_id=0, cache_window=0, compact_ratio=0)
-    params = _params(cfg)
-    shape = (args.prompts, args.prompt_len)
-    tokens = jax.random.randint(jax.random.PRNGKey(3), shape, 1, cfg.vocab_size)
-    mask = jnp.ones(shape, jnp.int32)
-    every = {"merged": params, "unmerged": params, "base": lora.base_of(params)}
-    inputs = {k: every[k] for k in args.modes.split(",")}
+    modes = args.modes.split(",")
+    abstract = jax.eval_shape(lambda: _params(cfg))
+    ids = jax.ShapeDtypeStruct((args.prompts, args.prompt_len), jnp.int32)
+    key_shape = jax.eval_shape(lambda: jax.random.PRNGKey(0))
     out = {"preset": args.preset, "dtype": args.dtype, "rank": args.rank, "rows": args.rows,
            "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "reps": args.reps,
            "backend": jax.default_backend(), "device": jax.devices()[0].device_kind}
     compiled = {}
-    for key, p in inputs.items():
+    for key in modes:
         fn = jax.jit(lambda p_, t, m, r: sampling.generate(
             p_, t, m, r, model_config=cfg, sampling_config=sc).tokens)
+        p_abs = lora.base_of(abstract) if key == "base" else abstract
         start = time.perf_counter()
         with _unmerged() if key == "unmerged" else contextlib.nullcontext():
-            compiled[key] = fn.lower(p, tokens, mask, jax.random.PRNGKey(4)).compile()
+            compiled[key] = fn.lower(p_abs, ids, ids, key_shape).compile()
         out[f"{key}_compile_s"] = round(time.perf_counter() - start, 2)
         print(f"{key}: compiled in {out[f'{key}_compile_s']} s", file=sys.stderr, flush=True)
-        jax.block_until_ready(compiled[key](p, tokens, mask, jax.random.PRNGKey(4)))  # Warm.
-    times = {key: [] for key in inputs}
+    if args.compile_only:
+        return out
+    params = _params(cfg)
+    every = {"merged": params, "unmerged": params, "base": lora.base_of(params)}
+    tokens = jax.random.randint(jax.random.PRNGKey(3), ids.shape, 1, cfg.vocab_size)
+    mask = jnp.ones(ids.shape, jnp.int32)
+    for key in modes:
+        jax.block_until_ready(compiled[key](every[key], tokens, mask, jax.random.PRNGKey(4)))
+    times = {key: [] for key in modes}
     for i in range(args.reps):  # Interleaved, so that a load change hits all alike.
-        for key, p in inputs.items():
-            times[key].append(_once(compiled[key], p, tokens, mask, jax.random.PRNGKey(5 + i)))
+        for key in modes:
+            times[key].append(_once(compiled[key], every[key], tokens, mask,
+                                    jax.random.PRNGKey(5 + i)))
     for key, ts in times.items():
         out[f"{key}_rollout_s"] = statistics.median(ts)
         out[f"{key}_tokens_per_s"] = args.rows * args.new_tokens / statistics.median(ts)
-    if {"merged", "unmerged"} <= set(inputs):
+    if {"merged", "unmerged"} <= set(modes):
         out["unmerged_over_merged"] = out["unmerged_rollout_s"] / out["merged_rollout_s"]
     return out
 
@@ -235,6 +244,9 @@ def main(argv=None):
     parser.add_argument("--dtype", default="bfloat16", help="rollout: compute dtype")
     parser.add_argument("--modes", default="merged,unmerged,base",
                         help="rollout: which of merged,unmerged,base to time")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="rollout: compile the programs (e.g. into the persistent "
+                        "compilation cache) and stop")
     args = parser.parse_args(argv)
     if args.preset is None:
         args.preset = "qwen2.5-7b" if args.what == "memory" else "qwen2.5-0.5b"
