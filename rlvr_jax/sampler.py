@@ -31,13 +31,17 @@ from rlvr_jax.models.config import ModelConfig
 def decode_layout(params, decode_shardings=None, compute_dtype=None):
     """The parameters laid out for decoding (`decode_shardings`: a pytree of
     `NamedSharding`s like the params, e.g. replicated or tensor-parallel, so that decoding
-    pays one re-layout per rollout instead of an all-gather per step; None keeps them). With
-    `compute_dtype` the weights are cast first, on their training shards
-    (`decoding.cast_weights`), so the re-layout moves compute-dtype bytes."""
+    pays one re-layout per rollout instead of an all-gather per step, or a function of the
+    parameter tree giving them (a tree with LoRA adapters or a quantized base has other
+    leaves than the model's); None keeps them). With `compute_dtype` the weights are cast
+    first, on their training shards (`decoding.cast_weights`), so the re-layout moves
+    compute-dtype bytes."""
     if decode_shardings is None:
         return params
     if compute_dtype is not None:
         params = decoding.cast_weights(params, compute_dtype)
+    if callable(decode_shardings):
+        decode_shardings = decode_shardings(params)
     return jax.lax.with_sharding_constraint(params, decode_shardings)
 
 
@@ -49,7 +53,8 @@ class Sampler:
       env: None, a `multiturn.DeviceEnv` or a `multiturn.HostEnv`.
       tools: a host environment's `multiturn.HostTools`; without them they are made here
         from `tokenizer` (`tool_workers` calls at a time).
-      decode_shardings: optional parameter layout for decoding (`decode_layout`).
+      decode_shardings: optional parameter layout for decoding (`decode_layout`: shardings
+        or a function of the parameter tree giving them).
     """
 
     def __init__(self, model_config: ModelConfig, sampling_config: sampling.SamplingConfig, *,

@@ -5,6 +5,14 @@
         of the weights (`decoding.prepare_params`, the default) vs applied unmerged in every
         decode step: seconds for the preparation and per decode step (min and median of
         --reps interleaved runs), and the sum for rollouts of 16, 64, 256 steps.
+    python scripts/lora_bench.py rollout [--preset qwen2.5-0.5b] [--rank 16] [--rows 256]
+        [--prompts 32] [--prompt-len 128] [--new-tokens 512] [--dtype bfloat16] [--reps 3]
+        [--modes merged,unmerged,base] [--compile-only]
+        Whole rollouts (`sampling.generate`, every row forced to --new-tokens) of base +
+        adapters, merged once per rollout (the sampler's default) vs unmerged (applied in
+        every decode step: `prepare_params(..., merge_adapters=False)`), and of the base
+        alone (the floor): compile seconds, median rollout seconds and tokens/s, interleaved
+        (one cache phase, no row compaction: one loop body to compile per mode).
     python scripts/lora_bench.py decode_cost [--preset qwen2.5-0.5b] [--rank 16] [--batch 8]
         The same two ways by XLA's cost analysis (GFLOPs, GB accessed), from shapes only.
     python scripts/lora_bench.py quant [--preset qwen2.5-0.5b]
@@ -16,6 +24,8 @@
         as stored (param dtype, int8, nf4).
 """
 import argparse
+import contextlib
+import functools
 import json
 import os
 import statistics
@@ -27,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from rlvr_jax import sampling  # noqa: E402
 from rlvr_jax.models import decoding, lora, presets, quant, transformer  # noqa: E402
 
 
@@ -75,6 +86,69 @@ def decode(args) -> dict:
         for key in preps:
             out[f"rollout_{n}_steps_{key}_s"] = (out[f"{key}_prepare_s_min"]
                                                  + n * out[f"{key}_step_s_min"])
+    return out
+
+
+@contextlib.contextmanager
+def _unmerged():
+    """While tracing: the sampler's `prepare_params` keeps the adapters unmerged."""
+    merged = decoding.prepare_params
+    decoding.prepare_params = functools.partial(merged, merge_adapters=False)
+    try:
+        yield
+    finally:
+        decoding.prepare_params = merged
+
+
+def rollout(args) -> dict:
+    """Whole rollouts with adapters merged / unmerged / the base alone (see the docstring).
+    Programs are compiled from abstract shapes (so that a `--compile-only` run in another
+    process fills the persistent compilation cache for this one)."""
+    cfg = presets.get(args.preset, dtype=args.dtype, param_dtype="float32").replace(
+        lora_rank=args.rank, lora_alpha=2.0 * args.rank, lora_targets=lora.TARGETS)
+    if args.rows % args.prompts:
+        raise SystemExit(f"--rows {args.rows} is not a multiple of --prompts {args.prompts}")
+    # One cache phase and no row compaction: every row runs to --new-tokens (compaction
+    # cannot help), and each phase / batch size is one more loop body to compile (minutes
+    # at this shape); both modes decode alike, so the comparison is unchanged.
+    sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=args.new_tokens,
+                                 num_samples=args.rows // args.prompts, stop_token_ids=(),
+                                 pad_id=0, cache_window=0, compact_ratio=0)
+    modes = args.modes.split(",")
+    abstract = jax.eval_shape(lambda: _params(cfg))
+    ids = jax.ShapeDtypeStruct((args.prompts, args.prompt_len), jnp.int32)
+    key_shape = jax.eval_shape(lambda: jax.random.PRNGKey(0))
+    out = {"preset": args.preset, "dtype": args.dtype, "rank": args.rank, "rows": args.rows,
+           "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "reps": args.reps,
+           "backend": jax.default_backend(), "device": jax.devices()[0].device_kind}
+    compiled = {}
+    for key in modes:
+        fn = jax.jit(lambda p_, t, m, r: sampling.generate(
+            p_, t, m, r, model_config=cfg, sampling_config=sc).tokens)
+        p_abs = lora.base_of(abstract) if key == "base" else abstract
+        start = time.perf_counter()
+        with _unmerged() if key == "unmerged" else contextlib.nullcontext():
+            compiled[key] = fn.lower(p_abs, ids, ids, key_shape).compile()
+        out[f"{key}_compile_s"] = round(time.perf_counter() - start, 2)
+        print(f"{key}: compiled in {out[f'{key}_compile_s']} s", file=sys.stderr, flush=True)
+    if args.compile_only:
+        return out
+    params = _params(cfg)
+    every = {"merged": params, "unmerged": params, "base": lora.base_of(params)}
+    tokens = jax.random.randint(jax.random.PRNGKey(3), ids.shape, 1, cfg.vocab_size)
+    mask = jnp.ones(ids.shape, jnp.int32)
+    for key in modes:
+        jax.block_until_ready(compiled[key](every[key], tokens, mask, jax.random.PRNGKey(4)))
+    times = {key: [] for key in modes}
+    for i in range(args.reps):  # Interleaved, so that a load change hits all alike.
+        for key in modes:
+            times[key].append(_once(compiled[key], every[key], tokens, mask,
+                                    jax.random.PRNGKey(5 + i)))
+    for key, ts in times.items():
+        out[f"{key}_rollout_s"] = statistics.median(ts)
+        out[f"{key}_tokens_per_s"] = args.rows * args.new_tokens / statistics.median(ts)
+    if {"merged", "unmerged"} <= set(modes):
+        out["unmerged_over_merged"] = out["unmerged_rollout_s"] / out["merged_rollout_s"]
     return out
 
 
@@ -154,7 +228,7 @@ def memory(args) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("decode", "decode_cost", "quant", "memory"))
+    parser.add_argument("what", choices=("decode", "rollout", "decode_cost", "quant", "memory"))
     parser.add_argument("--preset", default=None)
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--batch", type=int, default=8)
@@ -163,11 +237,21 @@ def main(argv=None):
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--param-dtype", default="bfloat16")
+    parser.add_argument("--rows", type=int, default=256, help="rollout: B = P * G rows")
+    parser.add_argument("--prompts", type=int, default=32, help="rollout: P")
+    parser.add_argument("--prompt-len", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=512)
+    parser.add_argument("--dtype", default="bfloat16", help="rollout: compute dtype")
+    parser.add_argument("--modes", default="merged,unmerged,base",
+                        help="rollout: which of merged,unmerged,base to time")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="rollout: compile the programs (e.g. into the persistent "
+                        "compilation cache) and stop")
     args = parser.parse_args(argv)
     if args.preset is None:
         args.preset = "qwen2.5-7b" if args.what == "memory" else "qwen2.5-0.5b"
-    fn = {"decode": decode, "decode_cost": decode_cost, "quant": quant_deviation,
-          "memory": memory}[args.what]
+    fn = {"decode": decode, "rollout": rollout, "decode_cost": decode_cost,
+          "quant": quant_deviation, "memory": memory}[args.what]
     print(json.dumps(fn(args), indent=1))
 
 

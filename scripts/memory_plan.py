@@ -1,9 +1,12 @@
 """Memory plan by compilation: per-device memory and collectives of the RL step for 7B–70B.
 
     python scripts/memory_plan.py --preset qwen2.5-7b --devices 8 --rules fsdp --json
+    python scripts/memory_plan.py --preset qwen2.5-7b --devices 8 --json --lora-rank 16 \
+        [--quantize-base nf4]                                      # LoRA / QLoRA
     python scripts/memory_plan.py --out plan.jsonl                 # the default grid
     python scripts/memory_plan.py --here --preset qwen2.5-0.5b --layers 4 4 --prompts 8 \
         --rows 64 --prompt-len 128 --new-tokens 512 --microbatches 2   # on this backend
+    python scripts/memory_plan.py --here --run --program update ...   # + one run's memory_stats()
 
 Each point is compiled (not run) on N fake CPU devices in its own process. Deeper models than
 `--layers[1]` are compiled at the two `--layers` depths (in the full model's layer-loop mode)
@@ -58,13 +61,24 @@ def main():
                         choices=("device", "pinned_host"))
     parser.add_argument("--cache-window", type=int, default=-1,
                         help="the sampler's cache_window (-1: automatic, 0: one phase)")
+    parser.add_argument("--lora-rank", type=int, default=0,
+                        help="model.lora.rank of a LoRA run (0: full fine-tuning)")
+    parser.add_argument("--lora-targets", default="all",
+                        help="model.lora.targets (all, or a comma list of q,k,v,o,gate,up,down)")
+    parser.add_argument("--quantize-base", default="none", choices=("none", "int8", "nf4"),
+                        help="model.lora.quantize_base (QLoRA; needs --lora-rank)")
     parser.add_argument("--json", action="store_true",
                         help="print each point's summary (peak_gib_per_device, collectives)")
     parser.add_argument("--out", default=None, help="append the raw JSON lines here")
     parser.add_argument("--here", action="store_true",
                         help="one point at depth --layers[0], compiled in this process on its "
                         "own backend (e.g. the GPU cross-check), no extrapolation")
+    parser.add_argument("--run", action="store_true",
+                        help="with --here: also run the program once on zeros and report the "
+                        "device's memory_stats() (peak bytes in use) beside the plan")
     args = parser.parse_args()
+    if args.run and not args.here:
+        parser.error("--run needs --here (it runs on this process's backend)")
     from rlvr_jax.sampling import cache_window_setting  # Imports jax: after parsing.
     try:
         window = cache_window_setting(args.cache_window)
@@ -74,11 +88,16 @@ def main():
                   new_tokens=args.new_tokens, remat=args.remat, kl_coef=args.kl_coef,
                   advantage=args.advantage, reference_memory=args.reference_memory,
                   cache_window=window, microbatches=args.microbatches,
-                  scan_unroll=args.scan_unroll, attention=args.attention)
+                  scan_unroll=args.scan_unroll, attention=args.attention,
+                  lora_rank=args.lora_rank, lora_targets=args.lora_targets,
+                  quantize_base=args.quantize_base)
+    if args.quantize_base != "none" and not args.lora_rank:
+        parser.error("--quantize-base needs --lora-rank > 0 (only a LoRA run's frozen base "
+                     "is stored quantized)")
     if args.here:
         print(json.dumps(memory_plan.plan(
             args.preset, rules=args.rules, tensor=args.tensor, n_layers=args.layers[0],
-            prompts=args.prompts, samples=args.rows // args.prompts, **common)))
+            prompts=args.prompts, samples=args.rows // args.prompts, run=args.run, **common)))
         return
     grid = ([(args.preset, args.devices, args.rules, args.tensor, args.prompts)]
             if args.preset else DEFAULT_GRID)

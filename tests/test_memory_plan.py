@@ -1,13 +1,58 @@
-"""Tests for rlvr_jax.perf.memory_plan's bookkeeping.
+"""Tests for rlvr_jax.perf.memory_plan: its bookkeeping, and the plan of a LoRA / QLoRA run.
 
-Compiling the RL step itself (`memory_plan.plan`) takes over a minute on 2 CPU cores, so it is
-exercised by `scripts/memory_plan.py` (docs/performance.md), not here.
+The plan at real shapes takes minutes per point on 2 CPU cores, so it is exercised by
+`scripts/memory_plan.py` (docs/performance.md); here the `tiny` preset's update is compiled
+on the 8 fake devices of conftest (full fine-tuning and QLoRA, a few seconds each).
 """
+import functools
+
+import jax
+import pytest
+
+from rlvr_jax.models import lora, presets
 from rlvr_jax.perf import memory_plan
+
+# A workload every batch and weight axis of `tiny` (at 1 layer) divides over 8 devices.
+TINY = dict(program="update", n_layers=1, prompts=8, samples=2, prompt_len=8, new_tokens=8,
+            microbatches=2, logprob_chunk=4, kl_coef=0.001)
+
+
+@functools.lru_cache(maxsize=None)
+def _tiny_plan(**lora_kw):
+    return memory_plan.plan("tiny", **TINY, **lora_kw)
+
+
+@pytest.mark.skipif(jax.device_count() < 8, reason="needs the 8 fake devices of conftest")
+def test_plan_of_a_qlora_run_has_adapter_state_and_no_reference_copy():
+    full, qlora = _tiny_plan(), _tiny_plan(lora_rank=4, quantize_base="nf4")
+    mc = presets.get("tiny", n_layers=1).replace(lora_rank=4, lora_alpha=8.0,
+                                               lora_targets=lora.TARGETS)
+    assert qlora["trainable_params"] == lora.num_params(mc)
+    assert full["trainable_params"] == full["params"] == mc.num_params()
+    # The reference of a LoRA run is its base with the adapters off: no copy (a KL term is on).
+    assert full["ref_params_bytes"] > 0 and qlora["ref_params_bytes"] == 0
+    # AdamW holds mu and nu of the trainable part only (+ the same scalar step counts).
+    assert (qlora["opt_state_bytes"] - 2 * qlora["trainable_bytes"]
+            == full["opt_state_bytes"] - 2 * full["trainable_bytes"] >= 0)
+    assert full["trainable_bytes"] == full["params_bytes"]
+    assert 0 < qlora["trainable_bytes"] < qlora["params_bytes"]
+    # The nf4 base: 0.5 + 4/64 bytes for each kernel parameter instead of 4; the compiled
+    # program's arguments (the donated state and the batch) shrink with it.
+    assert qlora["params_bytes"] < full["params_bytes"]
+    assert qlora["argument_size_in_bytes"] < full["argument_size_in_bytes"]
+    for r in (full, qlora):
+        assert r["peak_bytes"] >= r["argument_size_in_bytes"] + r["temp_size_in_bytes"] > 0
+    head = memory_plan.summary(qlora)
+    assert head["lora_rank"] == 4 and head["quantize_base"] == "nf4"
+    assert head["gib_per_device"]["reference"] == 0 and head["collectives"]
+
+
+def test_quantized_base_needs_lora():
+    with pytest.raises(ValueError, match="needs LoRA"):
+        memory_plan.plan("tiny", **TINY, quantize_base="int8")
 
 
 def test_per_device_bytes_follow_the_sharding():
-    import jax
     import jax.numpy as jnp
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec

@@ -6,7 +6,9 @@ the split path's update), AOT-compiles it from abstract, sharded inputs on a mes
 devices, and reads XLA's per-device `memory_analysis()` and the collectives of the
 partitioned program (`perf.collectives`). The state is the run's: float32 parameters and
 AdamW moments sharded by the rules, the reference model in the compute dtype (in host memory
-with `reference_memory="pinned_host"`), a value model with `advantage="gae"`. The model keeps
+with `reference_memory="pinned_host"`), a value model with `advantage="gae"`; with LoRA
+(`lora_rank` > 0) a frozen base (`quantize_base`: none, int8, nf4) plus adapters, AdamW over
+the adapters only and no reference copy (the reference is the base, adapters off). The model keeps
 the run's layer loop (unrolled up to 32 layers, scanned above: `ModelConfig.scan_unroll`),
 remat policy and micro-batching.
 
@@ -82,7 +84,9 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
          kl_coef: float = 0.001, advantage: str = "grpo", dtype: str = "bfloat16",
          param_dtype: str = "float32", remat: str = "full",
          reference_memory: str = "device", cache_window: Optional[int] = None,
-         scan_unroll: Optional[int] = None, attention: str = "auto") -> Dict[str, Any]:
+         scan_unroll: Optional[int] = None, attention: str = "auto", lora_rank: int = 0,
+         lora_targets: str = "all", quantize_base: str = "none", run: bool = False
+         ) -> Dict[str, Any]:
     """Compiles `program` for `preset` on all visible devices; returns per-device bytes.
 
     Args:
@@ -101,17 +105,28 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
       attention: `ModelConfig.attention`: "pallas_gpu" / "splash" compile the GPU / TPU
         kernel (in Pallas interpret mode on CPU: its block-sized temporaries, not the plain
         path's [B, H, T, T] scores); "auto": this backend's.
+      lora_rank, lora_targets, quantize_base: `model.lora.rank` (0: full fine-tuning; alpha
+        2 × rank), `.targets` ("all" or a comma list of q,k,v,o,gate,up,down) and
+        `.quantize_base` ("none", "int8", "nf4") of a LoRA / QLoRA run.
+      run: also run the compiled program once on zero inputs and add the device's allocator
+        statistics (`run_once`; the plan's check on a GPU or TPU).
 
     Returns: a JSON-able dict: the configuration, compile seconds, XLA's `memory_analysis()`
     fields, `peak_bytes` (arguments + temporaries + outputs not aliased to donated
-    arguments), the analytic parameter / optimizer / reference bytes per device, and
-    `collectives` [{kind, dtype, bytes, count}] per step.
+    arguments), the analytic bytes per device of the parameters (`params_bytes`; with LoRA
+    base + adapters), of their trainable part (`trainable_bytes`: the adapters with LoRA),
+    of the optimizer state, the reference and the value model, and `collectives`
+    [{kind, dtype, bytes, count}] per step.
     """
     import jax
     from rlvr_jax import sharding
+    from rlvr_jax.models import lora
     from rlvr_jax.perf import collectives, programs
+    from rlvr_jax.train import state as state_lib
+    lora_fields = dict(lora_rank=lora_rank, lora_alpha=2.0 * lora_rank,
+                       lora_targets=lora.parse_targets(lora_targets)) if lora_rank else {}
     mc = model_config(preset, dtype=dtype, param_dtype=param_dtype, remat=remat,
-                      scan_unroll=scan_unroll or 0, attention=attention)
+                      scan_unroll=scan_unroll or 0, attention=attention, **lora_fields)
     if n_layers is not None:
         mc = shallow_config(mc, n_layers)
     mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": tensor})
@@ -121,12 +136,11 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
                                  ("microbatches", microbatches), ("logprob_chunk", logprob_chunk),
                                  ("kl_coef", kl_coef), ("advantage", advantage)))
     start = time.perf_counter()
+    kw = dict(reference_memory=reference_memory, quantize_base=quantize_base)
     if program == "rl_step":
-        lowered = programs.lower_rl_step(mc, mesh, rule_set, work, cache_window,
-                                         reference_memory=reference_memory)
+        lowered = programs.lower_rl_step(mc, mesh, rule_set, work, cache_window, **kw)
     else:
-        lowered = programs.lower_update(mc, mesh, rule_set, work,
-                                        reference_memory=reference_memory)
+        lowered = programs.lower_update(mc, mesh, rule_set, work, **kw)
     compiled, hlo = collectives.compile_partitioned(lowered)
     compile_s = time.perf_counter() - start
     mem = compiled.memory_analysis()
@@ -135,22 +149,57 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
     out = {f: int(getattr(mem, f, 0) or 0) for f in fields}
     out["peak_bytes"] = (out["argument_size_in_bytes"] + out["temp_size_in_bytes"]
                          + out["output_size_in_bytes"] - out["alias_size_in_bytes"])
+    if run:
+        out.update(run_once(lowered, compiled))
     tx_state, shardings = programs.abstract_state(
         mc, mesh, rule_set, _optimizer(), work.rl_config(), _optimizer() if advantage == "gae"
-        else None, reference_memory=reference_memory)
+        else None, **kw)
     for name in ("params", "opt_state", "ref_params", "value_params"):
         tree = getattr(tx_state, name)
         out[f"{name}_bytes"] = 0 if tree is None else _per_device_bytes(
             tree, getattr(shardings, name))
+    out["trainable_bytes"] = _per_device_bytes(
+        *(state_lib.split_trainable(t)[0] for t in (tx_state.params, shardings.params)))
     return {"preset": preset, "n_layers": mc.n_layers, "scan_unroll": scan_unroll or 0,
             "devices": jax.device_count(), "rules": rules, "mesh": dict(mesh.shape),
             "program": program, "rows": prompts * samples, "prompt_len": prompt_len,
             "new_tokens": new_tokens, "microbatches": microbatches, "kl_coef": kl_coef,
             "advantage": advantage, "dtype": dtype, "param_dtype": param_dtype, "remat": remat,
             "reference_memory": reference_memory, "attention": attention,
-            "params": mc.num_params(),
+            "lora_rank": lora_rank, "lora_targets": ",".join(mc.lora_targets) if lora_rank
+            else "", "quantize_base": quantize_base, "params": mc.num_params(),
+            "trainable_params": lora.num_params(mc) if lora_rank else mc.num_params(),
             "compile_s": round(compile_s, 1), "platform": jax.devices()[0].platform,
             **out, "collectives": collectives.collectives(hlo)}
+
+
+def run_once(lowered, compiled) -> Dict[str, Any]:
+    """Runs `compiled` (of `lowered`) once on zero inputs made on the devices as it expects
+    them; returns the first device's allocator statistics (`memory_stats()`: bytes in use
+    and peak, before and after the run; absent where the backend keeps none, e.g. CPU) and
+    the run's seconds (compile-free; the values are zeros, so only memory is meaningful),
+    or `run_error` when the run failed (e.g. out of memory)."""
+    import jax
+    import jax.numpy as jnp
+    args_info, shardings = lowered.args_info, compiled.input_shardings
+
+    def make(info, sh):
+        return jax.jit(lambda: jnp.zeros(info.shape, info.dtype), out_shardings=sh)()
+    args, kwargs = jax.tree.map(make, args_info, shardings,
+                                is_leaf=lambda x: hasattr(x, "donated"))
+    device = jax.devices()[0]
+    before = device.memory_stats() or {}
+    start = time.perf_counter()
+    try:
+        jax.block_until_ready(compiled(*args, **kwargs))
+        out = {"run_s": round(time.perf_counter() - start, 3)}
+    except Exception as e:  # noqa: BLE001 - e.g. out of memory: the plan's answer too.
+        out = {"run_error": f"{type(e).__name__}: {str(e)[:500]}"}
+    after = device.memory_stats() or {}
+    for key in ("bytes_in_use", "peak_bytes_in_use", "bytes_limit"):
+        if key in after:
+            out[f"device_{key}_before"], out[f"device_{key}_after"] = before.get(key), after[key]
+    return out
 
 
 def _optimizer():
@@ -229,11 +278,18 @@ def verdicts(peak_bytes: int, headroom: float = 0.15) -> Dict[str, Dict[str, Any
 
 
 def summary(r: Dict[str, Any]) -> Dict[str, Any]:
-    """The plan's headline: `peak_gib_per_device`, the verdicts and the collectives."""
+    """The plan's headline: `peak_gib_per_device`, its parts (`gib_per_device`), the
+    verdicts and the collectives."""
+    parts = {name: round(r.get(key, 0) / GIB, 3) for name, key in (
+        ("params", "params_bytes"), ("trainable", "trainable_bytes"),
+        ("optimizer", "opt_state_bytes"), ("reference", "ref_params_bytes"),
+        ("value", "value_params_bytes"), ("arguments", "argument_size_in_bytes"),
+        ("temporaries", "temp_size_in_bytes"))}
     return {"preset": r["preset"], "devices": r["devices"], "rules": r["rules"],
-            "mesh": r["mesh"], "n_layers": r["n_layers"],
+            "mesh": r["mesh"], "n_layers": r["n_layers"], "program": r.get("program"),
+            "lora_rank": r.get("lora_rank", 0), "quantize_base": r.get("quantize_base", "none"),
             "extrapolated_from": r.get("extrapolated_from"),
-            "peak_gib_per_device": round(r["peak_bytes"] / GIB, 2),
+            "peak_gib_per_device": round(r["peak_bytes"] / GIB, 2), "gib_per_device": parts,
             "verdicts": verdicts(r["peak_bytes"]), "collectives": r["collectives"]}
 
 

@@ -8,8 +8,12 @@ collectives table.
 
 The state is the one a run builds: float32 parameters and AdamW moments sharded by the
 rules, a reference model (`train.reference`: the compute dtype, on the devices or in host
-memory) when `rl.kl_coef` > 0, a value model for `advantage="gae"`. The model config is used as given
-(its `scan_unroll`, `remat`, attention), so the program is the one the run compiles.
+memory) when `rl.kl_coef` > 0, a value model for `advantage="gae"`. With LoRA
+(`mc.lora_rank` > 0) the policy is a frozen base (stored `quantize_base`: none, int8 or nf4)
+with adapters attached, AdamW's moments are the adapters' only, and there is no reference
+copy (the reference is the base with the adapters off), as `train.build.rl_state` makes it.
+The model config is used as given (its `scan_unroll`, `remat`, attention, LoRA fields), so
+the program is the one the run compiles.
 """
 import dataclasses
 from typing import Any, Tuple
@@ -46,20 +50,39 @@ def _abstract(tree, shardings):
                         tree, shardings)
 
 
-def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="device"):
+def policy_params(mc, quantize_base="none"):
+    """The policy's parameter tree as an RL run holds it (call under `jax.eval_shape`): the
+    model's, or with `mc.lora_rank` the base (quantized as `quantize_base` asks) with
+    fresh adapters attached (`train.adapters.attach_for_rl`)."""
+    from rlvr_jax.models import lora, quant, transformer
+    params = transformer.init_params(mc, jax.random.PRNGKey(0))
+    if not mc.lora_rank:
+        if quantize_base != "none":
+            raise ValueError("quantize_base needs LoRA (lora_rank > 0): only a frozen base "
+                             "is stored quantized")
+        return params
+    return lora.attach(quant.quantize_params(params, quantize_base),
+                       lora.init_adapters(mc, jax.random.PRNGKey(1)))
+
+
+def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="device",
+                   quantize_base="none"):
     """(TrainState of sharded ShapeDtypeStructs, its shardings) as `train.build` places it
-    (the reference in `reference_memory`: "device" or "pinned_host")."""
+    (the reference in `reference_memory`: "device" or "pinned_host"; with LoRA none, and the
+    optimizer state over the adapters only)."""
     from rlvr_jax import models, sharding
-    from rlvr_jax.models import transformer
-    from rlvr_jax.train import reference
+    from rlvr_jax.models import lora, transformer
+    from rlvr_jax.train import adapters, reference
     from rlvr_jax.train import state as state_lib
-    specs = transformer.param_logical_axes(mc)
-    params = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
+    params = jax.eval_shape(lambda: policy_params(mc, quantize_base))
+    specs = lora.specs_like(transformer.param_logical_axes(mc), params, mc)
     param_sh = sharding.logical_to_mesh_sharding(specs, mesh, rules, params)
-    ref = jax.eval_shape(lambda p: reference.compute_dtype_copy(p, mc.compute_dtype),
-                         params) if rl.needs_reference else None
-    value = jax.eval_shape(lambda p: models.init_value_params(mc, jax.random.PRNGKey(0), p),
-                           params) if rl.needs_value else None
+    trainable = state_lib.split_trainable(params)[0]
+    ref = jax.eval_shape(lambda p: reference.compute_dtype_copy(p, mc.compute_dtype), params
+                         ) if rl.needs_reference and not lora.has_adapters(params) else None
+    value = jax.eval_shape(lambda p: models.init_value_params(
+        mc, jax.random.PRNGKey(0), adapters.full_weights(p, mc)),
+        params) if rl.needs_value else None
     state = jax.eval_shape(lambda p, r, v: state_lib.create_train_state(
         p, tx, jax.random.PRNGKey(0), ref_params=r, value_params=v, value_tx=value_tx,
         kl_coef=rl.kl_coef if rl.adaptive_kl else None), params, ref, value)
@@ -68,7 +91,8 @@ def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="dev
     shardings = state.replace(
         step=replicated, rng=replicated, data_position=replicated,
         params=param_sh,
-        opt_state=sharding.optimizer_state_sharding(tx, params, specs, mesh, rules),
+        opt_state=sharding.optimizer_state_sharding(
+            tx, trainable, lora.specs_like(specs, trainable, mc), mesh, rules),
         ref_params=None if ref is None else jax.tree.map(
             lambda sh: sh.with_memory_kind(reference_memory),
             sharding.logical_to_mesh_sharding(specs, mesh, rules, ref)),
@@ -86,7 +110,8 @@ def _rows(mesh, rules, shape, dtype=jnp.int32):
         mesh, sharding.batch_spec(rules, len(shape))))
 
 
-def lower_update(mc, mesh, rules, workload: Workload = Workload(), reference_memory="device"):
+def lower_update(mc, mesh, rules, workload: Workload = Workload(), reference_memory="device",
+                 quantize_base="none"):
     """The split path's update (`step.make_update_fn`) lowered for one batch of B = P·G
     rollouts; returns the `jax.stages.Lowered`."""
     from rlvr_jax import sampling, sharding
@@ -95,7 +120,8 @@ def lower_update(mc, mesh, rules, workload: Workload = Workload(), reference_mem
     w, rl = workload, workload.rl_config()
     tx = state_lib.make_optimizer(learning_rate=1e-6)
     value_tx = tx if rl.needs_value else None
-    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx, reference_memory)
+    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx, reference_memory,
+                              quantize_base)
     b, n, tp = w.prompts * w.samples, w.new_tokens, w.prompt_len
     rollout = sampling.Rollout(
         tokens=_rows(mesh, rules, (b, n)), mask=_rows(mesh, rules, (b, n)),
@@ -108,7 +134,7 @@ def lower_update(mc, mesh, rules, workload: Workload = Workload(), reference_mem
 
 
 def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window=None,
-                  decode_shardings=None, reference_memory="device"):
+                  decode_shardings=None, reference_memory="device", quantize_base="none"):
     """The one-program RL step (`step.make_rl_step`: sample, score, update) lowered."""
     from rlvr_jax import sharding
     from rlvr_jax.train import state as state_lib
@@ -116,7 +142,8 @@ def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window
     w, rl = workload, workload.rl_config()
     tx = state_lib.make_optimizer(learning_rate=1e-6)
     value_tx = tx if rl.needs_value else None
-    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx, reference_memory)
+    state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx, reference_memory,
+                              quantize_base)
     batch = {"prompt_tokens": _rows(mesh, rules, (w.prompts, w.prompt_len)),
              "prompt_mask": _rows(mesh, rules, (w.prompts, w.prompt_len)),
              "answers": _rows(mesh, rules, (w.prompts,))}

@@ -341,10 +341,10 @@ def build_sampler(config, model_config, tokenizer, placer: "Placer", env=None) -
     `sampling.decode_rules`), with `env` and its tools (`env.num_workers` calls at a time)."""
     decode_shardings = None
     if config.sampling.decode_rules:  # Re-lay the parameters out for decoding.
-        shapes = jax.eval_shape(lambda key: models.init_params(model_config, key),
-                                jax.random.PRNGKey(0))
-        decode_shardings = sharding.logical_to_mesh_sharding(
-            placer.specs, placer.mesh, sharding.get_rules(config.sampling.decode_rules), shapes)
+        rules = sharding.get_rules(config.sampling.decode_rules)
+        # Of the tree sampled (the warm-up's model, or LoRA's base + adapters in RL).
+        decode_shardings = lambda params: sharding.logical_to_mesh_sharding(  # noqa: E731
+            placer.specs_of(params), placer.mesh, rules, params)
     return Sampler(model_config, sampling_config(config, tokenizer), env=env,
                    tokenizer=tokenizer, tool_workers=config.env.num_workers,
                    decode_shardings=decode_shardings)
