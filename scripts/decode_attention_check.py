@@ -16,8 +16,6 @@ import argparse
 import dataclasses
 import itertools
 import json
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +23,7 @@ import numpy as np
 
 from rlvr_jax import sampling
 from rlvr_jax.models import decode_attention, transformer
-from rlvr_jax.perf.benchmarks import _model_config
+from rlvr_jax.perf import benchmarks
 
 
 def _inputs(cfg, rows, slots, dtype, seed=0):
@@ -41,13 +39,7 @@ def _inputs(cfg, rows, slots, dtype, seed=0):
 
 
 def _timed_us(fn, *args, repeats=20):
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t)
-    return 1e6 * statistics.median(times)
+    return 1e6 * benchmarks.timed(lambda: fn(*args), repeats)
 
 
 def op_check(cfg, args):
@@ -147,7 +139,7 @@ def main():
     args = parser.parse_args()
     for impl in args.impls:
         decode_attention.check_impl(impl)
-    cfg = _model_config(args.preset, args.dtype)
+    cfg = benchmarks._model_config(args.preset, args.dtype)
     print(json.dumps(dict(backend=jax.default_backend(), device=jax.devices()[0].device_kind,
                           jax=jax.__version__)), flush=True)
     if not args.sweep_only:

@@ -42,8 +42,10 @@ per block or one for all three (split K or not). Both sides are
         sampling.SamplingConfig(attention_impl="flash")
     # Defaults by backend: the kernel on one GPU only (it has no partitioning rule).
     assert [decode_attention.default_impl(b) for b in ("cpu", "tpu")] == ["plain", "grouped"]
-    assert decode_attention.default_impl("gpu") == ("pallas" if jax.device_count() == 1
-                                                    else "grouped")
+    for devices, want in ((1, "pallas"), (2, "grouped")):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(jax, "device_count", lambda backend=None, n=devices: n)
+            assert decode_attention.default_impl("gpu") == want
 
 
 @pytest.mark.parametrize("impl", ["interpret", "plain"])

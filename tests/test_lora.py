@@ -11,7 +11,7 @@ from rlvr_jax.models import decoding, lora, presets, quant, transformer
 from rlvr_jax.train import adapters as adapters_lib
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train.config import default_config
-from rlvr_jax.train.validate import ConfigError
+from rlvr_jax.train.errors import ConfigError
 
 from tests import numerics
 

@@ -9,6 +9,7 @@ import functools
 import jax
 import pytest
 
+from rlvr_jax import models
 from rlvr_jax.models import lora, presets
 from rlvr_jax.perf import memory_plan
 
@@ -27,8 +28,13 @@ def test_plan_of_a_qlora_run_has_adapter_state_and_no_reference_copy():
     full, qlora = _tiny_plan(), _tiny_plan(lora_rank=4, quantize_base="nf4")
     mc = presets.get("tiny", n_layers=1).replace(lora_rank=4, lora_alpha=8.0,
                                                lora_targets=lora.TARGETS)
-    assert qlora["trainable_params"] == lora.num_params(mc)
-    assert full["trainable_params"] == full["params"] == mc.num_params()
+    # Counted here from the trees a run initialises (the plan counts from the configs).
+    count = lambda tree: sum(x.size for x in jax.tree.leaves(tree))  # noqa: E731
+    key = jax.random.PRNGKey(0)
+    assert qlora["trainable_params"] == count(
+        jax.eval_shape(lambda: lora.init_adapters(mc, key)))
+    assert full["trainable_params"] == full["params"] == count(
+        jax.eval_shape(lambda: models.init_params(mc.replace(lora_rank=0), key)))
     # The reference of a LoRA run is its base with the adapters off: no copy (a KL term is on).
     assert full["ref_params_bytes"] > 0 and qlora["ref_params_bytes"] == 0
     # AdamW holds mu and nu of the trainable part only (+ the same scalar step counts).

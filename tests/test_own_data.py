@@ -10,7 +10,7 @@ from rlvr_jax.data import datasets, tokenizers
 from rlvr_jax.train import build, cli
 from rlvr_jax.train.config import default_config
 from rlvr_jax.train.logging import read_metrics
-from rlvr_jax.train.validate import ConfigError
+from rlvr_jax.train.errors import ConfigError
 
 QUICK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs",
                      "quickstart.py")
@@ -143,11 +143,11 @@ def test_help_lists_fields_in_the_configs_order_so_continued_comments_read_on():
     assert names[0] == "seed" and names.index("model.preset") < names.index("data.source")
 
 
-def test_the_validator_reports_every_problem_root_cause_first(tmp_path, capsys, monkeypatch):
+def test_the_validator_reports_every_problem(tmp_path, capsys, monkeypatch):
     """The issue's case: switching the quickstart to JSONL without a path reported only
-    `sft.steps`; now every problem, one `error:` line each, exit 2: `data.path` (the root
-    cause) and a bad value of another section too. (`sft.steps` is checked against the
-    file's worked solutions once it is read.)"""
+    `sft.steps`; now every problem, one `error:` line each, exit 2: `data.path` and a bad
+    value of another section too. (`sft.steps` is checked against the file's worked
+    solutions once it is read.)"""
     monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
     capsys.readouterr()
     status = cli.main(["--config", QUICK, "--workdir", str(tmp_path / "run"),

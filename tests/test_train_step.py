@@ -516,3 +516,17 @@ def test_sft_step_lowers_the_nll(tok, model_config, params, prompts):
     assert losses[0] == pytest.approx(np.log(tok.vocab_size), rel=0.2)
     assert losses[-1] < losses[0] - 0.3, losses
     assert int(state.step) == 8
+
+
+def test_make_rl_step_refuses_what_cannot_be_one_program(model_config, tok):
+    """Without a verifier or scorer, or with a scorer that has host work, the one-program
+    builder fails when called, naming what to do, not at trace time."""
+    sc = _sampling_config(tok)
+    rl = step_lib.RLConfig(num_prompts=P)
+    with pytest.raises(ValueError, match="give a token verifier or a scorer"):
+        step_lib.make_rl_step(model_config, sc, rl, TX)
+    verify = lambda text, example: 1.0  # noqa: E731
+    host = scoring.Scorer(scoring.Verifier(verify=verify, answer_key=lambda text: None),
+                          (scoring.Term("task", "sample", verify),))
+    with pytest.raises(ValueError, match="make_step splits the others"):
+        step_lib.make_rl_step(model_config, sc, rl, TX, scorer=host)

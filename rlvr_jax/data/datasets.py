@@ -166,7 +166,7 @@ def records_to_examples(records: Iterable[dict], *, name: str, prompt_field: str
 
 
 def _convert(numbered, *, name, prompt_field, answer_field, metadata_fields, on_error,
-             key_prefix, solution_field="solution") -> ExampleList:
+             key_prefix, solution_field) -> ExampleList:
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     stats = {"missing_field": 0, "bad_utf8": 0, "bad_json": 0, "bad_type": 0, "too_long": 0}

@@ -60,7 +60,7 @@ def default_impl(backend: Optional[str] = None) -> str:
     backend = backend or jax.default_backend()
     if backend == "cpu":
         return "plain"
-    one_gpu = backend == "gpu" and jax.device_count() == 1
+    one_gpu = backend == "gpu" and jax.device_count(backend) == 1
     return "pallas" if KERNEL_ON_ONE_GPU and one_gpu else "grouped"
 
 
@@ -98,6 +98,8 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
     impl = default_impl() if impl is None else impl
     check_impl(impl)
     if impl in ("pallas", "interpret"):
+        if block < 1 or block & (block - 1):
+            raise ValueError(f"decode_attention: block must be a power of two, got {block}")
         return _pallas(q, k_cache, v_cache, mask, start, end, config,
                        block, warps, splits, interpret or impl == "interpret")
     slots = jnp.arange(k_cache.shape[2], dtype=jnp.int32)[None]

@@ -63,9 +63,9 @@ def prepare_params(params: Dict[str, Any], config: ModelConfig,
     scales as stored)}. Costs one copy of the layer weights (in the compute dtype), made
     outside the decode loop, so that no decode step slices the stacked arrays. A quantized
     base (`models.quant`) is dequantized into that copy; LoRA adapters (`models.lora`) are
-    merged into it (W + (alpha/r)·A·B, float32 math: free, the copy is made anyway), or with
-    `merge_adapters=False` kept beside it and applied unmerged in every step (slower on CPU
-    at the 0.5B shape: docs/lora.md).
+    merged into it (W + (alpha/r)·A·B of the compute-dtype W, A, B, summed in float32: free,
+    the copy is made anyway), or with `merge_adapters=False` kept beside it and applied
+    unmerged in every step (slower at the 0.5B shape, on CPU and on a GPU: docs/lora.md).
     """
     from rlvr_jax.models import lora, quant
     dt = config.compute_dtype

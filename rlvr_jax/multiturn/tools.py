@@ -96,8 +96,6 @@ def _corpus(path: str) -> dict:
     return _CORPORA[path]
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class GuessNumber(HostEnv):
     """Find a hidden number: each call ``[16]`` is a guess, answered with the remaining

@@ -10,7 +10,7 @@ import statistics
 import time
 
 
-def _timed(fn, repeats):
+def timed(fn, repeats):
     """Median wall time (s) of `fn()` over `repeats` runs, after one warm-up (compile) run."""
     import jax
     jax.block_until_ready(fn())
@@ -74,9 +74,9 @@ def sample_command(args):
         with jax.profiler.trace(args.profile_dir):
             jax.block_until_ready(run())
     cpu_start = time.process_time()
-    total_s = _timed(run, args.repeats)
+    total_s = timed(run, args.repeats)
     cpu_s = (time.process_time() - cpu_start) / (args.repeats + 1)  # The warm-up run too.
-    prefill_s = _timed(lambda: prefill(params, tokens, mask), args.repeats)
+    prefill_s = timed(lambda: prefill(params, tokens, mask), args.repeats)
     rollout = run()
     generated = int(jnp.sum(rollout.lengths))
     steps = max(int(jnp.max(rollout.decode_steps)) - 1, 1)
@@ -283,7 +283,7 @@ def train_command(args):
     def run():
         holder["state"], metrics = update_fn(holder["state"], rollout, rewards)
         return metrics
-    seconds = _timed(run, args.repeats)
+    seconds = timed(run, args.repeats)
     context = args.prompt_len + args.new_tokens
     seq = sum(lengths)  # Real tokens per sequence; the model's FLOPs over their own lengths.
     tokens, flops = int(seq.sum()), update_cost.model_flops(mc, seq)
@@ -315,15 +315,15 @@ def rl_step_command(args):
              "prompt_mask": jnp.ones((args.prompts, args.prompt_len), jnp.int32)}
     holder = {"state": state}
     rng = jax.random.PRNGKey(args.seed + 4)
-    sample_s = _timed(lambda: sample_fn(holder["state"].params, batch, rng), args.repeats)
+    sample_s = timed(lambda: sample_fn(holder["state"].params, batch, rng), args.repeats)
     rollout = sample_fn(holder["state"].params, batch, rng)
-    score_s = _timed(lambda: score(rollout.tokens), args.repeats)
+    score_s = timed(lambda: score(rollout.tokens), args.repeats)
     rewards = score(rollout.tokens)
 
     def run():
         holder["state"], metrics = update_fn(holder["state"], rollout, rewards)
         return metrics
-    update_s = _timed(run, args.repeats)
+    update_s = timed(run, args.repeats)
     generated = int(jnp.sum(rollout.lengths))
     out = {"benchmark": "rl_step", "preset": args.preset, "dtype": args.dtype,
            "prompts": args.prompts, "samples": args.samples, "prompt_len": args.prompt_len,

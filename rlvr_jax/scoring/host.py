@@ -20,12 +20,6 @@ from typing import Callable, Dict, Sequence, Tuple
 import numpy as np
 
 
-def _split(out) -> Tuple[float, Dict[str, float]]:
-    """(reward, components) of a verifier's output (the `RewardPool` convention)."""
-    from rlvr_jax.rewards.pool import split_output  # Lazily: the pool is host-only.
-    return split_output(out)
-
-
 class HostScorer:
     """Scores completion texts [B] against their examples [B] with `fn` on the host.
 
@@ -77,9 +71,10 @@ class HostScorer:
         verdicts = np.zeros((n,), np.float32)
         components: Dict[str, np.ndarray] = {}
         errors, messages = 0, []
+        from rlvr_jax.rewards.pool import split_output  # Lazily: the pool is host-only.
         for i, (text, example) in enumerate(zip(texts, examples)):
-            try:
-                value, parts = _split(self.fn(text, example))
+            try:  # (reward, components): the `RewardPool` convention.
+                value, parts = split_output(self.fn(text, example))
                 if not math.isfinite(value):
                     raise ValueError(f"non-finite reward {value}")
             except Exception as e:  # noqa: BLE001 - a failing verifier is a 0 reward

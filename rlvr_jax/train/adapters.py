@@ -20,7 +20,7 @@ from typing import Any, Dict
 import jax
 
 from rlvr_jax.models import lora, peft_format, quant
-from rlvr_jax.train.validate import ConfigError, user_input
+from rlvr_jax.train.errors import ConfigError, user_input
 
 BASE_DIR, BASE_JSON = "lora_base", "lora_base.json"
 

@@ -205,7 +205,7 @@ def script_main(main: Callable[[], object]) -> None:
 def _report(e: BaseException, status: int, debug: bool) -> int:
     """`error: ...` on stderr: one line, or one per problem of a `ConfigError` that lists
     several (`validate`)."""
-    from rlvr_jax.train.validate import ConfigError
+    from rlvr_jax.train.errors import ConfigError
     if debug:
         traceback.print_exception(e)
     sys.stdout.flush()

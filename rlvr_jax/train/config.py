@@ -156,14 +156,13 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     #                                  pallas on one GPU, grouped else) | grouped | plain |
     #                                  pallas (a Triton kernel over the valid slots).
 
-    c.env = ml_collections.ConfigDict()  # Multi-turn episodes with an on-device tool
-    #                                  (docs/multiturn.md); needs an on-device verifier.
+    c.env = ml_collections.ConfigDict()  # Multi-turn episodes with a tool (docs/multiturn.md).
     c.env.name = ""                  # "": single-turn; "calculator" (on device): "[12*34]" ->
     #                                  "=408", run inside the one compiled RL step.
     c.env.max_turns = 2              # Model turns per episode (a call in the last one ends it).
     c.env.max_turn_tokens = 16       # Tokens per model turn (a turn reaching it ends the episode).
     #                                  The whole episode fits sampling.max_new_tokens.
-    #                                  On the host (split path, reward.verifier=task):
+    #                                  On the host (the split path):
     #                                  calculator_host | python | lookup | guess_number.
     c.env.max_obs_tokens = 0         # Observation tokens per call (0: the environment's default).
     c.env.timeout_s = 5.0            # Host tools: seconds per call (then an error observation).

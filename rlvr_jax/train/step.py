@@ -356,10 +356,15 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
       return_rollout. The state is donated.
     """
     if scorer is None:
+        if verifier is None:
+            raise ValueError("make_rl_step: give a token verifier or a scorer")
         scorer = scoring.token_scorer(verifier, rl=rl, num_samples=sampling_config.num_samples,
                                       max_new_tokens=sampling_config.max_new_tokens, env=env)
     sampler = sampler or Sampler(model_config, sampling_config, env=env,
                                  decode_shardings=decode_shardings)
+    if not sampler.fuses_with(scorer):
+        raise ValueError("make_rl_step: one program needs a traceable sampler and scorer (no "
+                         "host environment or host terms); make_step splits the others")
     finish = functools.partial(score_and_update, scorer=scorer, model_config=model_config,
                                num_samples=sampling_config.num_samples, rl=rl, tx=tx,
                                temperature=sampling_config.temperature, value_tx=value_tx)
