@@ -1,6 +1,7 @@
 """The shape of the code (issue 50), checked statically: no import circle inside `train/` or
-`scoring/` (function-level imports count), the host-or-device question asked only in the
-sampler's and the scorer's modules, and docs/verifiers.md's "add a term" example run."""
+`scoring/` (function-level imports count), `tasks/` importing nothing above it, the
+host-or-device question asked only in the sampler's and the scorer's modules, and
+docs/verifiers.md's "add a term" example run."""
 import ast
 import os
 import re
@@ -81,6 +82,19 @@ def test_no_import_circle_inside_train_or_scoring():
         pairs = [(a, b) for a in graph for b in graph[a] if a in graph[b]]
         assert not pairs, f"two-module import circles in {package}/: {pairs}"
         assert not _cycles(graph), f"import circles in {package}/: {_cycles(graph)}"
+
+
+def test_tasks_import_nothing_above_them():
+    """A task defines its game and its verdict; the tool runner and the sandbox-backed scorer
+    call into tasks, never the reverse (function-level imports count)."""
+    upward = []
+    for mod, path in _modules("tasks").items():
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            upward += [(mod, n) for n in names
+                       if n.startswith("rlvr_jax") and not n.startswith("rlvr_jax.tasks")]
+    assert not upward, f"tasks/ imports upward: {upward}"
 
 
 # Reads that ask whether a rollout or a reward term runs on the host or on device.

@@ -109,7 +109,9 @@ def test_no_components_is_the_verifier_of_before(tok):
     arithmetic = tasks.get("arithmetic")
     scorer = _scorer(_config(), arithmetic, tok)
     assert scorer.traceable and [t.name for t in scorer.terms] == ["token"]
-    assert scorer.verifier.verify == arithmetic.verify
+    ex = arithmetic.example(0, seed=0)
+    assert scorer.verifier.verify(ex.solution, ex) == 1.0
+    assert scorer.verifier.verify(ex.solution + "1", ex) == 0.0
     config = _config()
     config.reward.verifier = "math_verify" if rewards.math_verify_available() else "math"
     math = _scorer(config, None, tok)

@@ -244,14 +244,18 @@ def test_tests_must_be_asserts():
     assert exprs == ["f(1)", "g()"] and len(checks) == 2
 
 
-def test_batch_dedupes_and_template_programs():
-    """Identical programs in a batch run once; a template task's answer fills the program."""
-    tests = ["assert f(2) == 13", "assert f(5) == 28"]
-    ref = {"tests": tests, "template": "def f(x):\n    return {answer}\n",
-           "answer_format": "marker"}
+def test_batch_dedupes_and_task_programs():
+    """Identical programs in a batch run once; a program task's answer fills its program
+    (no answer: no program, 0)."""
+    from rlvr_jax import tasks
+    task = tasks.get("synthesis")
+    ex = task.example(0, seed=0)
+    ref = {"tests": ["assert f(2) == 13", "assert f(5) == 28"]}
     completions = ["b=3 a=8-3=5 #### x*5+3", "#### x*5+3", "#### x*4+5", "x*5+3",
                    "#### 1\nimport os", "#### x*5+3 #### x"]
-    scores = rc.code_rewards(completions, [ref] * len(completions), config=CFG)
+    programs = [task.program(c, ex) for c in completions]
+    assert programs[1] == "def f(x):\n    return x*5+3\n" and programs[3:] == [None] * 3
+    scores = rc.program_rewards(programs, [ref] * len(programs), config=CFG)
     assert scores.tolist() == [1.0, 1.0, 0.5, 0.0, 0.0, 0.0]
     res = rc.run_tests_batch([HONEST] * 6, [ASSERTS] * 6, config=CFG)
     assert all(r.all_passed for r in res)

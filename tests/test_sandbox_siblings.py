@@ -127,7 +127,7 @@ def test_memory_theft_in_the_synthesis_training_path():
               "(eval(g['EXPR'], {'x': x}) if g['EXPR'] else 0))({})")
     texts = [ex.solution, f"#### {answer}", ex.solution.replace("####", "#### 0+")]
     # The trainer's host scoring with num_workers=0: `code_component` per sample in turn.
-    got = [components.code_component(t, ex) for t in texts]
+    got = [components.code_component(t, ex, task=task) for t in texts]
     assert got == [1.0, 0.0, 1.0]
 
 

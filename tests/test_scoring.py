@@ -126,7 +126,8 @@ def test_the_verifier_is_chosen_from_the_config_and_the_task(tok):
     assert scoring.choose_verifier("auto", arithmetic, tok).token is not None
     assert scoring.choose_verifier("token", arithmetic, tok).token is not None
     host = scoring.choose_verifier("task", arithmetic, tok)
-    assert host.token is None and host.verify == arithmetic.verify
+    ex = arithmetic.example(0, seed=0)
+    assert host.token is None and host.verify(ex.solution, ex) == 1.0
     assert scoring.choose_verifier("auto", countdown, tok).token is None  # No token verifier.
     math = scoring.choose_verifier("auto", None, tok)
     assert math.token is None and math.check_steps is None

@@ -2,10 +2,11 @@
 import numpy as np
 import pytest
 
-from rlvr_jax import tasks
+from rlvr_jax import scoring, tasks
+from rlvr_jax.data import adaptive
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.rewards import code as rc
-from rlvr_jax.scoring import host_reward as components
+from rlvr_jax.scoring import components
 
 
 def test_examples_show_f0_f1_and_hide_the_tests():
@@ -35,26 +36,49 @@ def test_splits_are_disjoint_and_deterministic():
 
 
 def test_reward_runs_the_answer_in_the_sandbox():
-    """`verify` and the `code` component agree; equivalent expressions pass; prose, wrong
-    or multi-line answers score 0; the worked solution fits the builtin tokenizer."""
+    """The verifier (`scoring.task_verifier`) and the `code` component agree; equivalent
+    expressions pass; prose, wrong or multi-line answers score 0; the worked solution fits
+    the builtin tokenizer. The task itself never runs a program."""
     task = tasks.get("synthesis", max_intercept=20)
+    verifier = scoring.task_verifier(task)
     ex = task.example(3, seed=0)
     a, b = ex.meta["slope"], ex.meta["intercept"]
     good = [ex.solution, f"#### {a}*x+{b}", f"#### {b} + x * {a}", f"#### (x+0)*{a}+{b}"]
     bad = [f"#### x*{a + 1}+{b}", f"x*{a}+{b}", f"#### x*{a}+{b}\nimport os",
            f"#### x*{a}+{b} #### 1", "#### __import__('os')._exit(0)", "#### lambda: 1", ""]
     texts = good + bad
-    verdicts = [task.verify(t, ex) for t in texts]
+    verdicts = [verifier.verify(t, ex) for t in texts]
     assert verdicts == [1.0] * len(good) + [0.0] * len(bad)
-    comp = [components.code_component(t, ex) for t in texts]
+    code = components.host_component("code", task)
+    comp = [code(t, ex) for t in texts]
     assert comp[:len(good)] == [1.0] * len(good) and max(comp[len(good):]) < 1.0
-    batch = rc.code_rewards(texts, [components.code_tests(ex)] * len(texts))
+    batch = rc.program_rewards([task.program(t, ex) for t in texts], [ex.meta["tests"]] * len(texts))
     np.testing.assert_array_equal(batch, np.asarray(comp, np.float32))
-    assert task.check_steps(ex.solution, ex)
-    assert not task.check_steps(f"b={b} a={a + b}-{b}={a + 1} #### x*{a}+{b}", ex)
+    assert verifier.check_steps(ex.solution, ex)
+    assert not verifier.check_steps(f"b={b} a={a + b}-{b}={a + 1} #### x*{a}+{b}", ex)
+    assert not verifier.check_steps(f"b={b} a={a + b}-{b}={a} #### x*{a + 1}+{b}", ex)
     assert task.answer_key(f"#### x * {a} + {b}") == task.answer_key(ex.solution)
+    for fn in (task.verify, task.check_steps):
+        with pytest.raises(TypeError, match="task_verifier"):
+            fn(ex.solution, ex)
     tok = load_tokenizer("builtin")
     assert tok.decode(tok.encode(ex.solution)) == ex.solution
+
+
+def test_a_mixture_with_synthesis_runs_its_programs_through_the_scorer():
+    """A mixture's synthesis examples are judged in the sandbox, its arithmetic ones by
+    arithmetic's own verify: the scorer asks the mixture which task an example is."""
+    mix = adaptive.MixtureTask({"syn": tasks.get("synthesis"), "add": tasks.Arithmetic()}, [1, 1])
+    verifier = scoring.task_verifier(mix)
+    examples = mix.generate(12, seed=0)
+    assert {ex.task for ex in examples} == {"syn", "add"}
+    for ex in examples:
+        assert verifier.verify(ex.solution, ex) == 1.0 and verifier.check_steps(ex.solution, ex)
+        wrong = ex.solution.replace("#### ", "#### 1")
+        assert verifier.verify(wrong, ex) == 0.0
+    syn = next(ex for ex in examples if ex.task == "syn")
+    with pytest.raises(TypeError, match="sandbox"):
+        mix.verify(syn.solution, syn)
 
 
 def test_bad_knobs():

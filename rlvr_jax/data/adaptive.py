@@ -209,23 +209,23 @@ class MixtureTask(task_base.Task):
         ex = self.components[name].example(index, seed=seed, split=split)
         return dataclasses.replace(ex, task=name)
 
-    def _of(self, example) -> task_base.Task:
+    def task_of(self, example) -> task_base.Task:
         if example.task not in self.components:
             raise ValueError(f"example of task {example.task!r} is not from this mixture "
                              f"({', '.join(self.components)})")
         return self.components[example.task]
 
     def verify(self, completion, example):
-        return self._of(example).verify(completion, example)
+        return self.task_of(example).verify(completion, example)
 
     def check_steps(self, completion, example):
-        return self._of(example).check_steps(completion, example)
+        return self.task_of(example).check_steps(completion, example)
 
     def reasoning_steps(self, completion, example):
-        return self._of(example).reasoning_steps(completion, example)
+        return self.task_of(example).reasoning_steps(completion, example)
 
     def step_scores(self, completion, example):
-        return self._of(example).step_scores(completion, example)
+        return self.task_of(example).step_scores(completion, example)
 
     def answer_key(self, completion):
         first = next(iter(self.components.values()))

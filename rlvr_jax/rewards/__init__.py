@@ -9,7 +9,7 @@ runs at exit; the next code reward starts a new one).
 """
 from rlvr_jax.rewards._sandbox import close_sandboxes
 from rlvr_jax.rewards.code import (SandboxConfig, SandboxResult, code_reward, code_rewards,
-                                   extract_code, run_tests, run_tests_batch)
+                                   extract_code, program_rewards, run_tests, run_tests_batch)
 from rlvr_jax.rewards.format import extract_tag, format_reward
 from rlvr_jax.rewards.length import overlong_penalty, overlong_penalty_jnp
 from rlvr_jax.rewards.math import (answers_equivalent, extract_answer, extract_boxed,
@@ -19,7 +19,7 @@ from rlvr_jax.rewards.pool import RewardPool
 
 __all__ = [
     "SandboxConfig", "SandboxResult", "close_sandboxes", "code_reward", "code_rewards",
-    "extract_code", "run_tests", "run_tests_batch",
+    "extract_code", "program_rewards", "run_tests", "run_tests_batch",
     "extract_tag", "format_reward",
     "overlong_penalty", "overlong_penalty_jnp",
     "answers_equivalent", "extract_answer", "extract_boxed", "get_math_verifier", "math_reward",

@@ -355,37 +355,23 @@ def extract_code(completion: str) -> str:
     return blocks[-1] if blocks else completion
 
 
-def completion_program(completion: str, reference) -> str | None:
-    """The program a completion stands for under ``reference`` (see :func:`code_reward`):
-    the template filled with the final answer, or the last fenced block; None when a
-    template's answer is missing or spans several lines."""
-    if not (isinstance(reference, dict) and "template" in reference):
-        return extract_code(completion)
-    from rlvr_jax.tasks import base  # Lazily: the answer rule of the synthetic tasks.
-    fmt = reference.get("answer_format", "marker")
-    parts = base.split_tagged(completion) if fmt == "tags" else base.split_answer(completion)
-    answer = None if parts is None else parts[1].strip(base.WHITESPACE)
-    if not answer or "\n" in answer or "\r" in answer:
-        return None
-    return str(reference["template"]).replace("{answer}", answer)
-
-
 def _tests_and_mode(reference):
     if isinstance(reference, dict):
         return list(reference.get("tests") or []), reference.get("mode", "assert")
     return list(reference or []), "assert"
 
 
-def code_rewards(completions: list, references: list, *, config: SandboxConfig = SandboxConfig(),
-                 partial_credit: bool = True, parallel: int = 2) -> np.ndarray:
-    """float32 [B] :func:`code_reward` of a batch: one sandbox server, ``parallel`` programs
-    at once, identical programs once (and finished ones cached per process)."""
-    if len(completions) != len(references):
-        raise ValueError(f"{len(completions)} completions but {len(references)} references")
-    out = np.zeros((len(completions),), np.float32)
+def program_rewards(programs: list, references: list, *,
+                    config: SandboxConfig = SandboxConfig(), partial_credit: bool = True,
+                    parallel: int = 2) -> np.ndarray:
+    """float32 [B]: each program (str, or None: no program, 0) run against its reference's
+    tests (see :func:`code_reward`); one sandbox server, ``parallel`` programs at once,
+    identical programs once (and finished ones cached per process)."""
+    if len(programs) != len(references):
+        raise ValueError(f"{len(programs)} programs but {len(references)} references")
+    out = np.zeros((len(programs),), np.float32)
     by_mode: dict = {}
-    for i, (c, r) in enumerate(zip(completions, references)):
-        program = completion_program(c, r)
+    for i, (program, r) in enumerate(zip(programs, references)):
         tests, mode = _tests_and_mode(r)
         _check_tests(tests, mode)
         if program is not None:
@@ -398,6 +384,14 @@ def code_rewards(completions: list, references: list, *, config: SandboxConfig =
     return out
 
 
+def code_rewards(completions: list, references: list, *, config: SandboxConfig = SandboxConfig(),
+                 partial_credit: bool = True, parallel: int = 2) -> np.ndarray:
+    """float32 [B] :func:`code_reward` of a batch (:func:`program_rewards` of each
+    completion's last fenced block)."""
+    return program_rewards([extract_code(c) for c in completions], references, config=config,
+                           partial_credit=partial_credit, parallel=parallel)
+
+
 def code_reward(completion: str, reference, *, config: SandboxConfig = SandboxConfig(),
                 partial_credit: bool = True) -> float:
     """Pass fraction (or 1.0/0.0 all-pass when ``partial_credit=False``) of the tests.
@@ -405,10 +399,7 @@ def code_reward(completion: str, reference, *, config: SandboxConfig = SandboxCo
     Args:
       completion: model output; its last fenced Python block is run (else the whole text).
       reference: a list of assert statements, or a dict ``{"tests": [...], "mode":
-        "assert"|"io"}``, optionally with ``"template"`` (e.g. ``"def f(x):\\n    return
-        {answer}\\n"``) and ``"answer_format"`` (``"marker"`` or ``"tags"``, the answer rule
-        of `rlvr_jax.tasks.base`): then the program is the template with ``{answer}``
-        replaced by the completion's one-line final answer (no answer: 0).
+        "assert"|"io"}``.
     """
     return float(code_rewards([completion], [reference], config=config,
                               partial_credit=partial_credit, parallel=1)[0])

@@ -49,11 +49,13 @@ def host_component(name: str, task):
     if name == "task":
         if task is None:
             raise ValueError(f"reward.components: {name!r} needs data.source='task'")
-        return task.verify
+        return functools.partial(host_reward.task_verdict, task=task)
     if name in ("math", "math_verify"):
         kind = "rule" if name == "math" else "math_verify"
         return functools.partial(host_reward.on_answer, reward=rewards.get_math_verifier(kind))
-    return {"format": host_reward.format_component, "code": host_reward.code_component}[name]
+    if name == "code":
+        return functools.partial(host_reward.code_component, task=task)
+    return host_reward.format_component
 
 
 def sample_term(setup, weight, *, name: str):
@@ -66,7 +68,8 @@ def correctness_verifier(name: str, task, tokenizer) -> Verifier:
     if name in ("math", "math_verify"):
         return math_verifier("rule" if name == "math" else name)
     if name == "code":
-        return Verifier(verify=host_reward.code_component, answer_key=lambda text: None)
+        return Verifier(verify=functools.partial(host_reward.code_component, task=task),
+                        answer_key=lambda text: None)
     if task is None:
         raise ValueError(f"reward.components: {name!r} needs data.source='task'")
     verifier = task_verifier(task, tokenizer if name == "token" else None)

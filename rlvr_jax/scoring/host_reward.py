@@ -14,6 +14,7 @@ import json
 from typing import Callable, Optional, Sequence, Tuple
 
 from rlvr_jax.rewards.format import format_reward
+from rlvr_jax.tasks.base import ProgramTask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,11 +77,43 @@ def code_tests(example):
     return [line for line in str(example.answer).splitlines() if line.strip()]
 
 
-def code_component(completion: str, example) -> float:
-    """`rewards.code_reward`: the pass fraction of the example's tests (`code_tests`) run
-    on the completion's program in the sandbox."""
-    from rlvr_jax.rewards.code import code_reward  # Lazily: only code runs need the sandbox.
-    return code_reward(completion, code_tests(example))
+def completion_program(completion: str, example, task=None) -> str | None:
+    """The program a completion stands for: the task's own when `example`'s task is a
+    `tasks.base.ProgramTask` (synthesis: its template filled with the one-line answer;
+    None without one), else the completion's last fenced Python block."""
+    from rlvr_jax.rewards.code import extract_code
+    game = None if task is None else task.task_of(example)
+    if isinstance(game, ProgramTask):
+        return game.program(completion, example)
+    return extract_code(completion)
+
+
+def code_component(completion: str, example, *, task=None, partial_credit: bool = True) -> float:
+    """The pass fraction (all-pass 1/0 without `partial_credit`) of the example's tests
+    (`code_tests`) run in the sandbox on the completion's program (`completion_program`)."""
+    from rlvr_jax.rewards.code import program_rewards  # Lazily: only code runs need it.
+    program = completion_program(completion, example, task)
+    return float(program_rewards([program], [code_tests(example)], partial_credit=partial_credit,
+                                 parallel=1)[0])
+
+
+def task_verdict(completion: str, example, *, task) -> float:
+    """The verdict of `example`'s task: for a `ProgramTask`, 1.0 when its program passes
+    every hidden test in the sandbox (else 0.0); for any other task its own `verify`."""
+    game = task.task_of(example)
+    if isinstance(game, ProgramTask):
+        return code_component(completion, example, task=game, partial_credit=False)
+    return game.verify(completion, example)
+
+
+def task_steps(completion: str, example, *, task) -> bool:
+    """CoT-pass: the task's `check_steps`; for a `ProgramTask`, the sandbox verdict and
+    its `steps_hold`."""
+    game = task.task_of(example)
+    if isinstance(game, ProgramTask):
+        return (task_verdict(completion, example, task=game) == 1.0
+                and game.steps_hold(completion, example))
+    return game.check_steps(completion, example)
 
 
 class HostReward(CombinedReward):

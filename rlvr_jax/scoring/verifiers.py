@@ -8,6 +8,8 @@ import dataclasses
 import functools
 from typing import Callable, Optional, Tuple
 
+from rlvr_jax.scoring import host_reward
+
 VERIFIERS = ("auto", "token", "task", "math", "math_verify")
 
 
@@ -36,21 +38,23 @@ class Verifier:
 
 def task_verifier(task, tokenizer=None) -> Verifier:
     """A task's verifiers; the on-device one only when a tokenizer is given and the task has
-    one."""
+    one. A `tasks.base.ProgramTask`'s verdict is its program run in the code sandbox
+    (`host_reward.task_verdict`); every other task's is its own `verify`."""
     token = None if tokenizer is None else task.token_verifier(tokenizer)
-    return Verifier(verify=task.verify, answer_key=task.answer_key, token=token,
-                    check_steps=task.check_steps, step_scores=task.step_scores)
+    return Verifier(verify=functools.partial(host_reward.task_verdict, task=task),
+                    answer_key=task.answer_key, token=token,
+                    check_steps=functools.partial(host_reward.task_steps, task=task),
+                    step_scores=task.step_scores)
 
 
 def math_verifier(kind: str = "rule") -> Verifier:
     """A math verifier on `example.answer` (`rewards.get_math_verifier(kind)`: "rule",
     "math_verify" or "auto"); maj@k votes on normalised extracted answers."""
     from rlvr_jax import rewards  # Lazily: the rule verifier pulls in sympy-free parsing only.
-    from rlvr_jax.scoring.host_reward import on_answer
     reward = rewards.get_math_verifier(kind)
     preload = ("math_verify",) if reward is rewards.math_verify_reward else ()
     # A partial of module-level functions: picklable, so a RewardPool worker can run it.
-    return Verifier(verify=functools.partial(on_answer, reward=reward),
+    return Verifier(verify=functools.partial(host_reward.on_answer, reward=reward),
                     answer_key=math_answer_key, preload=preload)
 
 

@@ -197,6 +197,12 @@ class Task:
         return [self.example(start + i, seed=seed, split=split) for i in range(n)]
 
     # -- verification -------------------------------------------------------------------
+    def task_of(self, example: Example) -> "Task":
+        """The task that defines `example`'s game and verdict: this one (a mixture answers
+        with its component)."""
+        del example
+        return self
+
     def verify(self, completion: str, example: Example) -> float:
         raise NotImplementedError
 
@@ -256,3 +262,36 @@ class Task:
         if parts is None or self.verify(completion, example) != 1.0:
             return None
         return parts[0].split()
+
+
+class ProgramTask(Task):
+    """A task whose verdict is a program run in the code sandbox: the task defines the
+    program a completion stands for (`program`) and its hidden tests (``example.meta
+    ["tests"]``: ``{"tests": [...], "mode": "assert"|"io"}``); the sandbox-backed scorer
+    (`rlvr_jax.scoring.task_verifier`, the `code` component) runs it. Correct means every
+    test passes. A task never runs programs itself, so `verify` and `check_steps` refuse
+    here: call them through `scoring.task_verifier(task)`."""
+
+    def program(self, completion: str, example: Example) -> str | None:
+        """The program `completion` stands for, or None (no well-formed answer: 0)."""
+        raise NotImplementedError
+
+    def steps_hold(self, completion: str, example: Example) -> bool:
+        """`check_steps` without the verdict: the answer format holds and so does every
+        reasoning step (`steps_are_right`; with style="direct" an empty reasoning passes).
+        The scorer's `check_steps` adds the sandbox verdict."""
+        parts = self.split(completion)
+        if parts is None:
+            return False
+        chunks = parts[0].split()
+        if getattr(self, "style", "steps") == "direct" and not chunks:
+            return True
+        return self.steps_are_right(chunks, example)
+
+    def verify(self, completion: str, example: Example) -> float:
+        raise TypeError(f"{self.name}: the verdict is a sandbox run; use "
+                        "rlvr_jax.scoring.task_verifier(task).verify")
+
+    def check_steps(self, completion: str, example: Example) -> bool:
+        raise TypeError(f"{self.name}: the verdict is a sandbox run; use "
+                        "rlvr_jax.scoring.task_verifier(task).check_steps")

@@ -6,14 +6,13 @@ Formats:
 
 The hidden function is ``f(x) = a*x + b`` (slope ``a`` in 1..max_slope, intercept ``b``
 in 0..max_intercept). The answer is a Python expression in ``x`` — any one: ``x*5+3``,
-``5*x+3`` and ``3+x*5`` are all right — that the task wraps as ``def f(x): return …``
-and runs in the code sandbox (`rlvr_jax.rewards.code`) against ``num_tests`` hidden
-inputs (never shown in the prompt, drawn from ``shown``..``max_test_input``). Nothing is
-evaluated in-process: the reward is the sandboxed ``code`` component (`example.meta
-["tests"]` holds the tests, the template and the answer format, the form
-`rlvr_jax.rewards.code.code_reward` reads), and `verify` runs the same sandbox
-(1.0 when every hidden test passes). `check_steps`: ``b=`` is f(0) and ``a=f(1)-f(0)=…``
-is right, on the values of the prompt.
+``5*x+3`` and ``3+x*5`` are all right — that `program` wraps as ``def f(x): return …``
+(one line; a missing or multi-line answer is no program). Its verdict is a sandbox run
+against ``num_tests`` hidden inputs (``example.meta["tests"]``, never shown in the prompt,
+drawn from ``shown``..``max_test_input``), which the task never runs itself: the reward is
+the sandboxed ``code`` component and correctness `scoring.task_verifier(task).verify` (1.0
+when every hidden test passes). Nothing is evaluated in-process. `steps_hold`: ``b=`` is
+f(0) and ``a=f(1)-f(0)=…`` is right, on the values of the prompt.
 """
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ TEMPLATE = "def f(x):\n    return {answer}\n"
 _STEPS = re.compile(r"b=(-?\d+) a=(-?\d+)-(-?\d+)=(-?\d+)")
 
 
-class Synthesis(base.Task):
+class Synthesis(base.ProgramTask):
     """Synthesise ``f`` (a linear function of ``x``) from its first values.
 
     Args (keyword-only):
@@ -69,16 +68,19 @@ class Synthesis(base.Task):
         steps = f"b={values[0]} a={values[1]}-{values[0]}={a}"
         solution = self.render(steps if self.style == "steps" else None, answer)
         prompt = " ".join(f"f({x})={v}" for x, v in enumerate(values)) + ":"
-        tests = {"tests": [f"assert f({x}) == {a * x + b}" for x in inputs], "mode": "assert",
-                 "template": TEMPLATE, "answer_format": self.answer_format}
+        tests = {"tests": [f"assert f({x}) == {a * x + b}" for x in inputs], "mode": "assert"}
         return base.Example(prompt=prompt, answer=answer, solution=solution, task=self.name,
                             key=f"synthesis:{a}*x+{b}", split="train",
                             meta={"tests": tests, "slope": a, "intercept": b, "shown": values})
 
-    def verify(self, completion: str, example: base.Example) -> float:
-        """1.0 when the answer, run in the code sandbox, passes every hidden test."""
-        from rlvr_jax.rewards.code import code_reward  # Lazily: the sandbox is host-only.
-        return code_reward(completion, example.meta["tests"], partial_credit=False)
+    def program(self, completion: str, example: base.Example) -> str | None:
+        """``def f(x): return <answer>`` for the one-line final answer, else None."""
+        del example
+        parts = self.split(completion)
+        answer = None if parts is None else parts[1].strip(base.WHITESPACE)
+        if not answer or "\n" in answer or "\r" in answer:
+            return None
+        return TEMPLATE.replace("{answer}", answer)
 
     def answer_key(self, completion: str):
         """The answer with all whitespace removed (``x * 5 + 3`` and ``x*5+3`` vote
