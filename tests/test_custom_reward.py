@@ -22,6 +22,23 @@ BREVITY = textwrap.dedent("""
 
     def one_arg(completion_text):
         return 1.0
+
+    import jax.numpy as jnp
+    from rlvr_jax import scoring
+
+    @scoring.device_reward
+    def short(tokens, mask, answers):
+        '''1 - length / N, NaN where the answer is 7 (a broken reward).'''
+        score = 1.0 - mask.sum(-1) / mask.shape[-1]
+        return jnp.where(answers == 7, jnp.nan, score)
+
+    @scoring.device_reward
+    def flat(tokens, mask, answers):
+        return mask
+
+    @scoring.device_reward
+    def two_args(tokens, mask):
+        return mask.sum(-1)
 """)
 
 
@@ -109,3 +126,35 @@ def test_a_custom_reward_runs_before_device_terms(path):
     assert [t.name for t in scorer.samples] == ["task", "brevity"]
     with pytest.raises(ValueError, match="give score_device the host stage"):
         scorer.score_device(None)
+
+
+def test_a_device_reward_is_scored_inside_the_compiled_step(path):
+    """`@scoring.device_reward` makes a device term: the scorer stays traceable (one
+    compiled program with the token verifier), adds weight · score, logs its mean and
+    counts a non-finite score as 0; a wrong shape or signature is a one-line error when the
+    scorer is built."""
+    import jax
+    import jax.numpy as jnp
+    from rlvr_jax import sampling
+    scorer = _scorer(f"token,{path}:short", "1,0.5", 0)
+    assert scorer.traceable and [(t.name, t.where) for t in scorer.terms] == [
+        ("token", "device"), ("short", "device")]
+    lengths = np.array([1, 2, 4, 4])  # N = 4: scores 0.75, 0.5, 0, and NaN (answer 7) -> 0
+    mask = (np.arange(4)[None, :] < lengths[:, None]).astype(np.int32)
+    zeros = jnp.zeros((4, 2), jnp.int32)
+    rollout = sampling.Rollout(tokens=jnp.zeros((4, 4), jnp.int32), mask=jnp.asarray(mask),
+                               logprobs=jnp.zeros((4, 4)), lengths=jnp.asarray(lengths),
+                               finished=jnp.ones(4, bool), prompt_tokens=zeros,
+                               prompt_mask=zeros)
+    x = scoring.Inputs(rollout, answers=jnp.asarray([1, 2, 3, 7], jnp.int32),
+                       verdicts=jnp.asarray([1.0, 0.0, 1.0, 0.0]))
+    term = scorer.terms[1].fn
+    rewards, metrics = jax.jit(term)(jnp.zeros(4), x)
+    # 1 - k/4 and 0.5 · (1 - k/4) are exact in float32 (multiples of 1/8).
+    np.testing.assert_array_equal(np.asarray(rewards), [0.375, 0.25, 0.0, 0.0])
+    assert float(metrics["reward/short"]) == (0.75 + 0.5) / 4
+    assert float(metrics["reward/short_nonfinite"]) == 1.0
+    with pytest.raises(ValueError, match=r"flat returned shape \(2, \d+\) for B=2 completions"):
+        _scorer(f"token,{path}:flat", "", 0)
+    with pytest.raises(ValueError, match=r"must take \(tokens, mask, answers\)"):
+        _scorer(f"{path}:two_args", "", 0)

@@ -23,6 +23,7 @@ Layering: imports `rlvr_jax.tasks`, `rlvr_jax.rewards`, `rlvr_jax.sampling`,
 `rlvr_jax.multiturn` (episode statistics), `rlvr_jax.models` (the reward model); never
 `rlvr_jax.train` or `rlvr_jax.evaluation` (both build on it).
 """
+from rlvr_jax.scoring.custom import device_reward
 from rlvr_jax.scoring.host import HostScorer
 from rlvr_jax.scoring.label_free import answer_span_mask, majority, self_certainty
 from rlvr_jax.scoring.noise import backward_corrected, noisy
@@ -42,7 +43,7 @@ from rlvr_jax.scoring.scorer import (HostScores, Scorer, assemble, check_reward_
 
 __all__ = ["Verifier", "VERIFIERS", "choose_verifier", "task_verifier", "math_verifier",
            "check_reward_config", "parse_components",
-           "TERMS", "Term", "Inputs", "Setup", "register_term",
+           "TERMS", "Term", "Inputs", "Setup", "register_term", "device_reward",
            "Scorer", "HostScores", "assemble", "scorer_from_config", "token_scorer",
            "HostScorer", "overlong", "kl_in_reward", "is_correct", "reward_metrics",
            "decode_completions",
