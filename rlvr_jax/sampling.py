@@ -41,9 +41,7 @@ import numpy as np
 from rlvr_jax import live_rows
 from rlvr_jax.models import decode_attention, decoding
 from rlvr_jax.models.config import ModelConfig
-# The token-drawing functions live in `token_sampling`; re-exported here.
-from rlvr_jax.token_sampling import (filter_logits, gumbel_noise, sample_tokens,  # noqa: F401
-                                     truncated_support)
+from rlvr_jax.token_sampling import sample_tokens
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 

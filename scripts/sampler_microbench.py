@@ -1,5 +1,5 @@
 """Times the sampler's token draw on [B, V] float32 logits: the one-pass reduction
-(`sampling.sample_tokens`) against the previous four passes (`jax.random.categorical`,
+(`token_sampling.sample_tokens`) against the previous four passes (`jax.random.categorical`,
 `logsumexp`, a gather). Prints one JSON line per variant.
 
     python scripts/sampler_microbench.py --rows 256 --vocab 151936
@@ -22,7 +22,7 @@ def main():
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
-    from rlvr_jax import sampling
+    from rlvr_jax import token_sampling
 
     def four_pass(logits, rng):
         scaled = logits / 1.0
@@ -30,7 +30,7 @@ def main():
         chosen = jnp.take_along_axis(scaled, tok[:, None], axis=-1)[:, 0]
         return tok, chosen - jax.nn.logsumexp(scaled, axis=-1)
 
-    variants = {"one_pass": jax.jit(lambda l, k: sampling.sample_tokens(l, k)),
+    variants = {"one_pass": jax.jit(lambda l, k: token_sampling.sample_tokens(l, k)),
                 "four_pass": jax.jit(four_pass)}
     logits = jax.random.normal(jax.random.PRNGKey(0), (args.rows, args.vocab)) * 3
     for name, fn in variants.items():

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax import live_rows, sampling
+from rlvr_jax import live_rows, sampling, token_sampling
 from rlvr_jax.models import sequence_logprobs, transformer
 from rlvr_jax.sampling import SamplingConfig
 
@@ -45,8 +45,8 @@ def naive_greedy(params, config, prompts, mask, n):
 
 
 _jit_sequence_logprobs = jax.jit(sequence_logprobs, static_argnames=("config", "temperature"))
-_jit_filter_logits = jax.jit(sampling.filter_logits, static_argnames=("top_k", "top_p"))
-_jit_sample_tokens = jax.jit(sampling.sample_tokens,
+_jit_filter_logits = jax.jit(token_sampling.filter_logits, static_argnames=("top_k", "top_p"))
+_jit_sample_tokens = jax.jit(token_sampling.sample_tokens,
                              static_argnames=("temperature", "top_k", "top_p", "greedy"))
 
 

@@ -1,7 +1,5 @@
 """The scoring room (`rlvr_jax.scoring`): the verifier a config gets, the shapers, and one
 meaning of `reward/correct` on the on-device path, the host path and in evaluation."""
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np

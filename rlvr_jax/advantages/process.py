@@ -14,7 +14,6 @@ with γ = λ = 1) give the min-form return exactly (T = 0), or PURE's softmin ap
 estimators: step rewards normalised over all steps of the G samples of a prompt, then summed
 (or min-ed) over the steps still ahead of each token.
 """
-import jax
 import jax.numpy as jnp
 
 from rlvr_jax.advantages.token import _reverse_scan
