@@ -61,8 +61,19 @@ def overlong_term(setup, weight):
     return None
 
 
+# Yeo et al. 2025's values (their code's flags math_rule_cosine_scale_* and
+# math_rule_common_exceed_length, scripts of section 4.2).
+DEFAULTS = {"cosine_max_len": 0, "cosine_min_value_correct": 1.0,
+            "cosine_max_value_correct": 2.0, "cosine_min_value_wrong": -10.0,
+            "cosine_max_value_wrong": 0.0, "cosine_exceed_length": -10.0,
+            "length_penalty_incorrect": False}
 COSINE = ("cosine_min_value_correct", "cosine_max_value_correct", "cosine_min_value_wrong",
           "cosine_max_value_wrong", "cosine_exceed_length")
+
+
+def _field(reward, name: str):
+    """`reward.<name>` (its `DEFAULTS` value without a `config.reward` or the field)."""
+    return DEFAULTS[name] if reward is None else reward.get(name, DEFAULTS[name])
 
 
 def cosine_length_reward(lengths: jax.Array, correct: jax.Array, *, max_len: int,
@@ -94,14 +105,12 @@ def cosine_length_term(setup, weight):
     """The `cosine_length` component (weight: its weight), or None when unlisted."""
     if weight is None:
         return None
-    n, reward = setup.max_new_tokens, setup.reward
-    max_len = int(reward.get("cosine_max_len", 0)) if reward is not None else 0
-    max_len = max_len or n
+    n = setup.max_new_tokens
+    max_len = int(_field(setup.reward, "cosine_max_len")) or n
     if max_len <= 0 or (n and max_len > n):
         raise ValueError(f"reward.cosine_max_len: must be in [1, sampling.max_new_tokens = "
                          f"{n}] (0: max_new_tokens), got {max_len}")
-    values = {k[len("cosine_"):]: float(reward.get(k, DEFAULTS[k])) if reward is not None
-              else DEFAULTS[k] for k in COSINE}
+    values = {k[len("cosine_"):]: float(_field(setup.reward, k)) for k in COSINE}
     return functools.partial(cosine_length, weight=float(weight), max_len=max_len, **values)
 
 
@@ -133,28 +142,20 @@ def length_penalty_term(setup, weight):
     """The `length_penalty` component (weight: its weight), or None when unlisted."""
     if weight is None:
         return None
-    reward = setup.reward
-    incorrect = bool(reward.get("length_penalty_incorrect", False)) if reward is not None \
-        else False
+    incorrect = bool(_field(setup.reward, "length_penalty_incorrect"))
     return functools.partial(length_penalty, weight=float(weight), incorrect=incorrect)
 
-
-# Yeo et al. 2025's values (their code's flags math_rule_cosine_scale_* and
-# math_rule_common_exceed_length, scripts of section 4.2).
-DEFAULTS = {"cosine_max_len": 0, "cosine_min_value_correct": 1.0,
-            "cosine_max_value_correct": 2.0, "cosine_min_value_wrong": -10.0,
-            "cosine_max_value_wrong": 0.0, "cosine_exceed_length": -10.0}
 
 
 def check_length_config(reward) -> None:
     """Raises ValueError naming the field: `reward.cosine_max_len` < 0, or a cosine range
     whose min is above its max."""
-    if reward.get("cosine_max_len", 0) < 0:
+    if _field(reward, "cosine_max_len") < 0:
         raise ValueError(f"reward.cosine_max_len: must be >= 0 (0: sampling.max_new_tokens), "
                          f"got {reward.cosine_max_len}")
     for kind in ("correct", "wrong"):
-        lo = reward.get(f"cosine_min_value_{kind}", DEFAULTS[f"cosine_min_value_{kind}"])
-        hi = reward.get(f"cosine_max_value_{kind}", DEFAULTS[f"cosine_max_value_{kind}"])
+        lo = _field(reward, f"cosine_min_value_{kind}")
+        hi = _field(reward, f"cosine_max_value_{kind}")
         if lo > hi:
             raise ValueError(f"reward.cosine_min_value_{kind}: must be <= "
                              f"reward.cosine_max_value_{kind}, got {lo} > {hi}")
