@@ -167,6 +167,24 @@ def test_terms_compose_in_the_scorer(tok):
                                atol=numerics.ref_atol(24, 20.0, transcendentals=1))
 
 
+def test_terms_read_the_host_verdict_on_the_split_path(tok):
+    """Beside a host correctness component (`task,cosine_length` weights 0,1) the term runs
+    after the seam, on the host stage's verdicts: the reward is R_cos alone."""
+    config = arithmetic_config()
+    config.sampling.max_new_tokens = N
+    config.reward.components, config.reward.weights = "task,cosine_length", "0,1"
+    scorer = scoring.scorer_from_config(config, tasks.get("arithmetic"), tok,
+                                        rl=rl_from_config(config))
+    assert not scorer.traceable and [t.name for t in scorer.device_terms] == ["cosine_length"]
+    lengths = np.array([2, 9, 16, 5], np.int32)
+    verdicts = jnp.asarray([1.0, 0.0, 1.0, 0.0])
+    host = scoring.HostScores(jnp.zeros(4), verdicts)        # task at weight 0.
+    rewards, _, correct = jax.jit(scorer.score_device)(scoring.Inputs(_rollout(lengths)), host)
+    want = shaping_ref.cosine_length_np(lengths, np.asarray(correct), max_len=N)
+    np.testing.assert_allclose(np.asarray(rewards), want, rtol=0,
+                               atol=numerics.ref_atol(16, 20.0, transcendentals=1))
+
+
 @pytest.mark.parametrize("fields,message", [
     (dict(cosine_max_len=-1), "reward.cosine_max_len: must be >= 0"),
     (dict(cosine_min_value_correct=3.0), "reward.cosine_min_value_correct: must be <="),
