@@ -72,7 +72,8 @@ MULTITURN = ("guess_number", "tool_calculator")
 RL_KEYS = ("step", "rollout/reward_mean", "reward/correct", "loss/clip_frac_low",
            "loss/clip_frac_high", "rollout/response_length", "rollout/truncation_rate",
            "rollout/zero_variance_fraction", "advantages/mean", "train/loss",
-           "train/grad_norm", "perf/tokens_per_s", "perf/step_time_s")
+           "train/grad_norm", "perf/tokens_per_s", "perf/step_time_s",
+           "rollout/response_length_correct", "rollout/response_length_incorrect")
 EVAL_KEYS = ("step", "eval/pass@1", "eval/pass@1_ci_low", "eval/pass@1_ci_high")
 
 
@@ -170,6 +171,8 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
         assert "rollout/kept_group_fraction" in rec
     if config.rl.overlong_buffer > 0:
         assert "reward/overlong" in rec
+    if "cosine_length" in config.reward.components:  # The term ran inside the step.
+        assert -10.0 <= rec["reward/cosine_length"] <= 2.0 and "reward/token" in rec
     # Held-out evaluation after the warm-up (step 0) and after RL (step 1).
     evals = [r for r in records if r["phase"] == "eval"]
     assert [r["step"] for r in evals] == [0, 1]

@@ -80,13 +80,14 @@ def correctness_verifier(name: str, task, tokenizer) -> Verifier:
 
 
 def on_device_verifier(task, tokenizer) -> Verifier:
-    """The task's on-device verifier beside device terms only (e.g. a `reward_model`): it
-    decides correctness, scored in the same program."""
+    """The task's on-device verifier beside device terms only (e.g. a `reward_model` or
+    `cosine_length`): it decides correctness, scored in the same program."""
     verifier = None if task is None else task_verifier(task, tokenizer)
     if verifier is None or verifier.token is None:
-        raise ValueError("reward.components: 'reward_model' alone is scored beside the task's "
-                         "on-device verifier (data.source=task with a token verifier, e.g. "
-                         f"arithmetic); {'no task' if task is None else repr(task.name)} has "
-                         "none: add a host component for correctness, e.g. "
+        raise ValueError("reward.components: device components alone (reward_model, "
+                         "cosine_length, ...) are scored beside the task's on-device verifier "
+                         "(data.source=task with a token verifier, e.g. arithmetic); "
+                         f"{'no task' if task is None else repr(task.name)} has none: add a "
+                         "host component for correctness, e.g. "
                          "reward.components=math,reward_model with reward.weights=0,1")
     return verifier

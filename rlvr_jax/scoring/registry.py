@@ -25,12 +25,16 @@ register("majority", label_free.majority_term, "host")
 register("self_certainty", label_free.self_certainty_term, "host")
 # Per-step rewards [B, N] from the task's step checkers (rl.process_weight > 0).
 register("process", process.process_term, "host", component=False, per_step=True)
-# Seeded false negatives / positives (reward.noise_*), the backward correction
+# Seeded false negatives / positives (reward.noise_*), the backward or forward correction
 # (reward.correction_*).
 register("noise", noise.noise_term, "device", component=False)
 register("correction", noise.correction_term, "device", component=False)
 # DAPO soft overlong penalty in [-1, 0] on the completion length (or rl.overlong_*).
 register("overlong", shaping.overlong_term, "device")
+# Length rewards on the verifier's correctness: Yeo et al.'s cosine schedule (reward.cosine_*);
+# Kimi k1.5's group-relative length penalty on correct answers (reward.length_penalty_*).
+register("cosine_length", shaping.cosine_length_term, "device")
+register("length_penalty", shaping.length_penalty_term, "device")
 # A learned reward model's score of prompt + completion (reward.reward_model_path).
 register("reward_model", reward_model_term, "device")
 # A multi-turn environment's per-turn rewards (env.name).

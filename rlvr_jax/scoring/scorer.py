@@ -24,6 +24,7 @@ from rlvr_jax.scoring import custom
 from rlvr_jax.scoring.host import HostScorer
 from rlvr_jax.scoring.host_reward import HostReward
 from rlvr_jax.scoring.noise import check_noise_config
+from rlvr_jax.scoring.shaping import check_length_config
 from rlvr_jax.scoring.score import decode_completions, is_correct, reward_metrics, score_shared
 from rlvr_jax.scoring.terms import TERMS, WHERE, Inputs, Setup, Term
 from rlvr_jax.scoring.verifiers import VERIFIERS, Verifier, choose_verifier, weighted_verdicts
@@ -217,14 +218,15 @@ def check_reward_config(reward) -> None:
                          f"device terms ({', '.join(sorted(device))}); got "
                          f"{reward.components!r} (use 'task' for the host)")
     comp.check_reward_model(reward, names)
-    if names and not set(names) - {"overlong"}:
-        raise ValueError("reward.components: 'overlong' alone is no reward; add a "
-                         "correctness or format component")
+    if names and not set(names) - {"overlong", "length_penalty"}:
+        raise ValueError(f"reward.components: {reward.components!r} alone is no reward; add "
+                         "a correctness or format component")
     if reward.num_workers < 0:
         raise ValueError(f"reward.num_workers: must be >= 0, got {reward.num_workers}")
     if reward.timeout_s <= 0:
         raise ValueError(f"reward.timeout_s: must be > 0, got {reward.timeout_s}")
     check_noise_config(reward)
+    check_length_config(reward)
 
 
 def run_verifier(reward, names: Sequence[str], task, tokenizer) -> Verifier:

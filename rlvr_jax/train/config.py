@@ -81,7 +81,7 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.reward.verifier = "auto"       # auto | token (on device) | task | math | math_verify (host).
     c.reward.components = ""         # "" = the verifier alone; or e.g. "task,format": names
     #                                  from token task math math_verify code format overlong
-    #                                  reward_model.
+    #                                  cosine_length length_penalty reward_model.
     c.reward.weights = ""            # One float per component, e.g. "1.0,0.2" ("" = all 1).
     c.reward.num_workers = 2         # Host scoring processes (0: in the trainer's process).
     c.reward.timeout_s = 5.0         # Per sample in those processes; past it the sample scores 0.
@@ -94,6 +94,18 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.reward.noise_seed = 0          # Seeds the flips (with a hash of each rollout's tokens).
     c.reward.correction_fn_rate = 0.0  # Backward-corrected reward (r - fp) / (1 - fn - fp) for a
     c.reward.correction_fp_rate = 0.0  # verifier with these FN / FP rates (0, 0: off).
+    c.reward.correction_kind = "backward"  # ...or "forward": each verdict replaced by its
+    #                                  posterior mean given its group (scoring/noise.py).
+    # The `cosine_length` component (Yeo et al. 2025; scoring/shaping.py), the paper's values:
+    c.reward.cosine_max_len = 0      # L_max (0: sampling.max_new_tokens).
+    c.reward.cosine_min_value_correct = 1.0   # A correct completion: 2 at length 0 → 1 at
+    c.reward.cosine_max_value_correct = 2.0   # L_max (cosine in between).
+    c.reward.cosine_min_value_wrong = -10.0   # A wrong one: -10 at length 0 → 0 at L_max.
+    c.reward.cosine_max_value_wrong = 0.0
+    c.reward.cosine_exceed_length = -10.0     # Any completion of length >= L_max.
+    # The `length_penalty` component (Kimi k1.5): correct answers get 0.5 - (L - min) /
+    # (max - min) over their group; True: wrong ones also get min(0, that) (Kimi's full rule).
+    c.reward.length_penalty_incorrect = False
 
 
 def _lora(c: ml_collections.ConfigDict) -> None:

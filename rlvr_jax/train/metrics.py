@@ -36,6 +36,22 @@ def rollout_metrics(rollout: sampling.Rollout, rewards: jax.Array, valid: jax.Ar
     return metrics
 
 
+def length_by_correctness(rollout: sampling.Rollout, correct: jax.Array) -> Metrics:
+    """rollout/response_length_correct and _incorrect: the mean completion length (tokens
+    of `rollout.mask`, as rollout/response_length) of the B sampled completions the verifier
+    accepts / rejects (`correct` [B] bool), before dynamic sampling picks groups (the rows
+    of reward/correct). A batch with none of a kind logs 0 for it: reward/correct (their
+    share) is then 0 or 1.
+    """
+    lengths = jnp.sum(rollout.mask, axis=1).astype(jnp.float32)
+    out = {}
+    for name, rows in (("correct", correct), ("incorrect", ~correct)):
+        count = jnp.sum(rows.astype(jnp.float32))
+        total = jnp.sum(jnp.where(rows, lengths, 0.0))
+        out[f"rollout/response_length_{name}"] = total / jnp.maximum(count, 1.0)
+    return out
+
+
 def advantage_metrics(advantages: jax.Array, mask: jax.Array) -> Metrics:
     """advantages/{mean, abs_mean, min, max} over the entries `mask` keeps.
 

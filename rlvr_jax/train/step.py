@@ -28,7 +28,7 @@ from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import microbatch, objective, reference
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
-from rlvr_jax.train.metrics import advantage_metrics, rollout_metrics
+from rlvr_jax.train.metrics import advantage_metrics, length_by_correctness, rollout_metrics
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.state import TrainState, join_trainable, reference_of, split_trainable
 
@@ -298,6 +298,7 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
                             model_config=model_config, rl=rl, tx=tx, temperature=temperature,
                             value_tx=value_tx, steps=None if host is None else host.steps)
     metrics.update(reward_metrics)
+    metrics.update(length_by_correctness(rollout, correct))
     return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask, "rewards": rewards,
                             "correct": correct}
 
