@@ -45,7 +45,10 @@ E[w_r̂] = p (the tower rule) and E[w_r̂ ∇log π] = (1 − ρ0 − ρ1)(w1 �
 for 0 < p < 1: the expected update points along the clean gradient (scaled down, not
 unbiased); with ρ1 = 0 (a rule verifier's false negatives only) it needs only the FN rate.
 This posterior form is our derivation from the paper's abstract (its body could not be read
-here); tests/test_length_noise_shaping.py checks both properties.
+here); tests/test_length_noise_shaping.py checks both properties. A third-party summary of
+the paper gives its weights as w0 = ρ0 − 1 and w1 = ρ0 on the score-function terms (ρ0 the
+FN rate here): the verdict shifted by −(1 − ρ0), which any group baseline cancels; how the
+paper's GRPO hook applies them could not be checked, so that form is not offered.
 
 Both corrections are affine in the observed verdict within a group, so on binary rewards a
 group advantage divided by the group's std (grpo) cancels either up to its ε; with a
