@@ -36,8 +36,8 @@ def mass_covering(logp, ref_logp, mask, *, kind="js", coef=1.0):
     Both are 0 with zero gradient at π = π_ref. Per token these estimate the divergence of the
     next-token distributions along the bank's prefixes.
     Paper: "The Choice of Divergence: A Neglected Key to Mitigating Diversity
-    Collapse in Reinforcement Learning with Verifiable Reward" (2025; DPH-RL: forward KL and JS with
-    generator functions on reference samples). verl / TRL: —.
+    Collapse in Reinforcement Learning with Verifiable Reward" (2025; DPH-RL: forward KL and
+    JS with generator functions on reference samples). verl / TRL: —.
 
     Args:
       logp: `[B, T]` log-probs of the bank's tokens under the current policy (any float dtype).

@@ -68,9 +68,10 @@ def dppo(logp, old_logp, advantages, mask, *, divergence="tv", eps_low=0.15, eps
       to 1e-3 (ρ = 100: PPO clips it) while a likely one may fall from 0.99 to 0.8 (ρ = 0.81:
       PPO keeps it); the divergence treats them the other way round.
     Paper: "Rethinking the Trust Region in LLM Reinforcement Learning" (sail-sg Stable-RL,
-    2026, arXiv:2602.04879; its verl recipe: TV threshold 0.15, binary-KL 0.05). This follows verl's `loss_mode=dppo_tv` / `dppo_kl`
-    (thresholds in `clip_ratio_low/high`, the truncation `clip_ratio_c`, 20 by default; its
-    recipe sets it to 1e4, i.e. off). prime-rl's variant was not checked.
+    2026, arXiv:2602.04879; its verl recipe: TV threshold 0.15, binary-KL 0.05). This follows
+    verl's `loss_mode=dppo_tv` / `dppo_kl` (thresholds in `clip_ratio_low/high`, the
+    truncation in `clip_ratio_c`: 20 by default, 1e4 (off) in its recipe); TRL: —.
+    prime-rl's variant was not checked.
 
     Args:
       logp, old_logp: `[B, T]` log-probs (current / behaviour policy; any float dtype).
