@@ -8,7 +8,7 @@ from rlvr_jax.losses.divergence import DIVERGENCES, mass_covering
 from rlvr_jax.losses.entropy import (entropy, entropy_bonus, high_entropy_mask,
                                      low_entropy_complement)
 from rlvr_jax.losses.kl import KINDS, adaptive_kl_coef, kl, kl_loss, kl_penalty
-from rlvr_jax.losses.nft import PROMPT_WEIGHTS, nft
+from rlvr_jax.losses.nft import PROMPT_WEIGHTS, nft, nft_from_advantages
 from rlvr_jax.losses.policy import (LOG_RATIO_CLAMP, cispo, gspo, luspo, ppo_clip, reinforce,
                                     truncated_importance_weights)
 from rlvr_jax.losses.trust import DPPO_DIVERGENCES, dcpo, dcpo_clip_bounds, dppo, sapo
@@ -19,7 +19,7 @@ __all__ = [
     "DIVERGENCES", "mass_covering",
     "entropy", "entropy_bonus", "high_entropy_mask", "low_entropy_complement",
     "KINDS", "adaptive_kl_coef", "kl", "kl_loss", "kl_penalty",
-    "PROMPT_WEIGHTS", "nft",
+    "PROMPT_WEIGHTS", "nft", "nft_from_advantages",
     "LOG_RATIO_CLAMP", "cispo", "gspo", "luspo", "ppo_clip", "reinforce",
     "truncated_importance_weights",
     "DPPO_DIVERGENCES", "dcpo", "dcpo_clip_bounds", "dppo", "sapo",

@@ -78,3 +78,26 @@ def nft(logp, old_logp, rewards, correct_rate, mask, *, negative_weight=1.0, eps
                                                 keep)}
     metrics.update(masked_stats(jax.lax.stop_gradient(ratio), m, "ratio_"))
     return loss, metrics
+
+
+def nft_from_advantages(logp, old_logp, advantages, mask, **kwargs):
+    """`nft` from Dr.GRPO advantages of binary rewards, `A_i = r_i - r̂_g` (what the trainer has).
+
+    For r ∈ {0, 1} the pair is recovered exactly: `r = 1[A > 0]`, `r̂ = r - A`; `A = 0` only in
+    groups with no contrast (r̂ ∈ {0, 1}), which `nft` leaves out. Non-binary rewards are not
+    NFT's setting: this would read them as wrong/right by the sign of A.
+
+    Args:
+      logp, old_logp, mask: as in `nft`.
+      advantages: `[B]` float32 `r - mean_group(r)` (`advantages.grpo(..., scale="none")`).
+      **kwargs: `nft`'s hyperparameters.
+
+    Returns:
+      `nft(...)`'s `(per_token_loss, metrics)`.
+    """
+    a = jnp.asarray(advantages).astype(jnp.float32)
+    if a.ndim != 1:
+        raise ValueError(f"nft advantages must be [B] (one per sequence), got {a.shape}")
+    correct = a > 0
+    rate = jnp.where(correct, 1.0 - a, -a)
+    return nft(logp, old_logp, correct.astype(jnp.float32), rate, mask, **kwargs)
