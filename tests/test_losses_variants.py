@@ -40,6 +40,7 @@ def _assert_ref(got, want, magnitude, chain, transcendentals):
     # terms (numerics.ref_atol), element by element.
     atol = numerics.ref_atol(chain, np.asarray(magnitude, np.float64), transcendentals)
     err = np.abs(np.asarray(got, np.float64) - want)
+    # (assert_allclose cannot take a per-element atol here: its message formats it as a scalar.)
     np.testing.assert_array_less(err, np.broadcast_to(atol, err.shape) + 1e-30)
 
 
