@@ -151,7 +151,7 @@ def luspo(logp, old_logp, advantages, mask, *, eps_low=3e-4, eps_high=4e-4):
     sequence mean weighs every sequence alike, which pushes lengths down; weighing each by its
     length removes that bias. (It equals GSPO's per-token values under "seq-mean-token-sum".)
     Paper: "Length-Unbiased Sequence Policy Optimization: Revealing and Controlling Response
-    Length Variation in RLVR" (2026). TRL: `loss_type="luspo"` with
+    Length Variation in RLVR". TRL: `loss_type="luspo"` with
     `importance_sampling_level="sequence"` (its loss `mean_i(ℓ_i·|o_i|)` over the B rows);
     verl: — (the authors patch `core_algos.py`).
 
