@@ -150,6 +150,7 @@ def test_new_policy_losses_are_checked_and_log_the_clip_fractions():
     rl = step_lib.RLConfig
     for kwargs, match in (
             (dict(sapo_tau_neg=0.0), "sapo_tau_neg"),
+            (dict(policy_loss="dppo", eps_high=-0.1), "eps_high"),
             (dict(dppo_divergence="kl"), "dppo_divergence"),
             (dict(dcpo_ratio_cap=1.0), "dcpo_ratio_cap"),
             (dict(nft_eps=0.0), "nft_eps"),

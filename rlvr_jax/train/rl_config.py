@@ -233,6 +233,9 @@ def _check_policy_loss(rl: RLConfig) -> None:
     if rl.policy_loss in SEQUENCE_LOSSES and rl.token_level:
         raise ValueError(f"policy_loss={rl.policy_loss!r} takes one advantage per sequence; "
                          f"advantage={rl.advantage!r} gives one per token")
+    for name in ("eps_low", "eps_high"):
+        if getattr(rl, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
     for name in ("sapo_tau_pos", "sapo_tau_neg", "dppo_ratio_cap"):
         if getattr(rl, name) <= 0:
             raise ValueError(f"{name} must be > 0, got {getattr(rl, name)}")
