@@ -102,7 +102,8 @@ def test_dcpo_bounds_and_loss_match_reference():
         np.testing.assert_array_less(np.abs(np.asarray(got, np.float64) - bound)[~capped],
                                      atol[~capped])
         assert np.all(np.asarray(got)[capped] == np.float32(4.0))
-    fn = lambda lp: losses.dcpo(lp, old, adv, mask, eps_low=0.1, eps_high=0.2, ratio_cap=4.0)  # noqa: E731
+    kw = dict(eps_low=0.1, eps_high=0.2, ratio_cap=4.0)
+    fn = lambda lp: losses.dcpo(lp, old, adv, mask, **kw)  # noqa: E731
     loss, metrics = fn(logp)
     want_loss, want_grad, margin = ref.dcpo(logp, old, adv, mask, 0.1, 0.2, 4.0)
     assert margin > 1e-4  # No ratio within 1e-4 of a bound: no clip decision can flip.

@@ -76,6 +76,10 @@ PRESETS = {
     # KL in the reward with an adaptive coefficient (Ziegler et al. 2019; verl
     # kl_ctrl.type=adaptive): REINFORCE++ returns, β starts at 0.01 and moves towards a
     # per-token KL target of 0.1 over a horizon of 10000 samples.
+    "kl_reward_adaptive": dict(advantage="reinforce_pp", gamma=1.0, policy_loss="ppo_clip",
+                               eps_low=0.2, eps_high=0.2, aggregation="token-mean",
+                               kl_coef=0.01, kl_kind="k1", kl_in_reward=True, kl_target=0.1,
+                               kl_horizon=10000),
     # SAPO: GRPO advantages, a sigmoid gate on the token ratio (τ+ = 1, τ− = 1.05) instead of
     # the clip, sequence mean of token means (verl forces it), no KL.
     "sapo": dict(advantage="grpo", advantage_scale="group", policy_loss="sapo",
@@ -94,10 +98,6 @@ PRESETS = {
     # LUSPO: GSPO (3e-4 / 4e-4) with each sequence's loss scaled by its length.
     "luspo": dict(advantage="grpo", advantage_scale="group", policy_loss="luspo",
                   eps_low=3e-4, eps_high=4e-4, aggregation="seq-mean-token-mean", kl_coef=0.0),
-    "kl_reward_adaptive": dict(advantage="reinforce_pp", gamma=1.0, policy_loss="ppo_clip",
-                               eps_low=0.2, eps_high=0.2, aggregation="token-mean",
-                               kl_coef=0.01, kl_kind="k1", kl_in_reward=True, kl_target=0.1,
-                               kl_horizon=10000),
 }
 
 

@@ -215,8 +215,8 @@ def _check_ranges(rl: RLConfig) -> None:
         if getattr(rl, name) < 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
     if rl.process_weight > 0 and rl.policy_loss in SEQUENCE_LOSSES:
-        raise ValueError(f"process_weight > 0 gives per-token advantages, which "
-                         f"policy_loss={rl.policy_loss!r} (one advantage per sequence) cannot take")
+        raise ValueError(f"process_weight > 0 gives per-token advantages, which policy_loss="
+                         f"{rl.policy_loss!r} (one advantage per sequence) cannot take")
     if rl.value_clip < 0:
         raise ValueError(f"value_clip must be > 0 (or 0: off), got {rl.value_clip}")
     if rl.kl_target < 0:
