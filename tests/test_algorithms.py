@@ -143,6 +143,38 @@ def test_unknown_preset_and_bad_fields():
         step_lib.RLConfig(num_prompts=1, value_clip=-1.0)
 
 
+def test_new_policy_losses_are_checked_and_log_the_clip_fractions():
+    """The losses of issue 46 (sapo, dppo, dcpo, nft, luspo): one-line errors on their fields,
+    and through `resolve` every one logs the clip fractions the trainer's records require
+    (eager, tiny arrays: no compilation)."""
+    rl = step_lib.RLConfig
+    for kwargs, match in (
+            (dict(sapo_tau_neg=0.0), "sapo_tau_neg"),
+            (dict(policy_loss="dppo", eps_high=-0.1), "eps_high"),
+            (dict(dppo_divergence="kl"), "dppo_divergence"),
+            (dict(dcpo_ratio_cap=1.0), "dcpo_ratio_cap"),
+            (dict(nft_eps=0.0), "nft_eps"),
+            (dict(nft_prompt_weight="x"), "nft_prompt_weight"),
+            (dict(policy_loss="nft"), "advantage_scale='none'"),
+            (dict(policy_loss="nft", advantage_scale="none", positive_weight=0.0), "nft"),
+            (dict(policy_loss="luspo", advantage="reinforce_pp"), "one advantage per sequence"),
+            (dict(policy_loss="luspo", process_weight=0.5), "process_weight")):
+        with pytest.raises(ValueError, match=match) as info:
+            rl(num_prompts=1, **kwargs)
+        assert "\n" not in str(info.value)
+    rng = np.random.default_rng(0)
+    mask = np.arange(N)[None, :] < LENGTHS[:, None]
+    logp = (rng.normal(size=(P * G, N)) * 0.3 - 1.0).astype(np.float32)
+    adv = np.asarray(adv_lib.grpo(REWARDS, scale="none")).reshape(-1)
+    for name in ("sapo", "dppo", "nft", "luspo"):
+        algo = algorithms.resolve(rl_config(name))
+        per_token, metrics = algo.policy_loss(logp, logp - 0.1, adv, mask)
+        assert per_token.shape == (P * G, N) and np.all(np.isfinite(per_token))
+        assert {"clip_frac_low", "clip_frac_high", "clip_frac"} <= set(metrics), name
+    algo = algorithms.resolve(rl_config("grpo", policy_loss="dcpo"))
+    assert "clip_high_mean" in algo.policy_loss(logp, logp - 0.1, adv, mask)[1]
+
+
 # ----------------------------------------------------------------------------- PPO + GAE
 
 def test_ppo_value_loss_decreases_and_both_models_move(tok, params, model_config, rollout):

@@ -38,6 +38,15 @@ POLICY_LOSSES = {
     "gspo": lambda lp, old, a, m: losses.gspo(lp, old, a, m, eps_low=0.03, eps_high=0.04),
     "cispo": lambda lp, old, a, m: losses.cispo(lp, old, a, m, eps_high=0.3),
     "reinforce": lambda lp, old, a, m: losses.reinforce(lp, a, m),
+    "luspo": lambda lp, old, a, m: losses.luspo(lp, old, a, m, eps_low=0.03, eps_high=0.04),
+    "sapo": lambda lp, old, a, m: losses.sapo(lp, old, a, m),
+    "dppo_tv": lambda lp, old, a, m: losses.dppo(lp, old, a, m),
+    "dppo_binary_kl": lambda lp, old, a, m: losses.dppo(lp, old, a, m, divergence="binary_kl",
+                                                        eps_low=0.05, eps_high=0.05),
+    "dcpo": lambda lp, old, a, m: losses.dcpo(lp, old, a, m),
+    # A = r - r̂ of binary rewards (groups of 2 here: r̂ = 1/2, A = ±1/2); zero advantages are
+    # groups without contrast.
+    "nft": lambda lp, old, a, m: losses.nft_from_advantages(lp, old, 0.5 * jnp.sign(a), m),
 }
 
 

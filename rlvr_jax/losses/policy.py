@@ -1,4 +1,5 @@
-"""Policy-gradient surrogate losses: PPO clip (clip-higher, dual-clip), GSPO, CISPO, REINFORCE, TIS.
+"""Policy-gradient surrogate losses: PPO clip (clip-higher, dual-clip), GSPO, LUSPO, CISPO,
+REINFORCE, TIS.
 
 Every loss returns `(per_token_loss[B, T], metrics)`: the per-token values are exactly 0 at
 masked positions (aggregate them with `losses.aggregate`) and `metrics` is a flat dict of
@@ -140,6 +141,33 @@ def gspo(logp, old_logp, advantages, mask, *, eps_low=3e-4, eps_high=4e-4):
     ratio = jnp.exp(token_log_ratio)
     adv = _advantages(a, m)
     return _clipped_surrogate(ratio, adv, m, eps_low, eps_high, None, None)
+
+
+def luspo(logp, old_logp, advantages, mask, *, eps_low=3e-4, eps_high=4e-4):
+    """LUSPO: GSPO with each sequence's loss scaled by its length (length-unbiased GSPO).
+
+    Formula: `ℓ_{i,t} = |o_i| · gspo_{i,t}` (`gspo` above, |o_i| the valid tokens of row i), so
+    that `aggregate(..., "seq-mean-token-mean")` is `mean_i(|o_i| · ℓ_i^GSPO)`: GSPO's
+    sequence mean weighs every sequence alike, which pushes lengths down; weighing each by its
+    length removes that bias. (It equals GSPO's per-token values under "seq-mean-token-sum".)
+    Paper: "Length-Unbiased Sequence Policy Optimization: Revealing and Controlling Response
+    Length Variation in RLVR". TRL: `loss_type="luspo"` with
+    `importance_sampling_level="sequence"` (its loss `mean_i(ℓ_i·|o_i|)` over the B rows);
+    verl: — (the authors patch `core_algos.py`).
+
+    Args:
+      logp, old_logp: `[B, T]` log-probs (current / behaviour policy; any float dtype).
+      advantages: `[B]` float sequence advantages.
+      mask: `[B, T]` bool/0-1 response-token mask.
+      eps_low, eps_high: clip range of the sequence ratio.
+
+    Returns:
+      `(per_token_loss, metrics)` as in `gspo`.
+    """
+    loss, metrics = gspo(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high)
+    m = _mask(mask, jnp.shape(logp))
+    length = jnp.sum(m.astype(jnp.float32), axis=1, keepdims=True)
+    return loss * length, metrics
 
 
 def cispo(logp, old_logp, advantages, mask, *, eps_low=None, eps_high=4.0):

@@ -80,6 +80,24 @@ PRESETS = {
                                eps_low=0.2, eps_high=0.2, aggregation="token-mean",
                                kl_coef=0.01, kl_kind="k1", kl_in_reward=True, kl_target=0.1,
                                kl_horizon=10000),
+    # SAPO: GRPO advantages, a sigmoid gate on the token ratio (τ+ = 1, τ− = 1.05) instead of
+    # the clip, sequence mean of token means (verl forces it), no KL.
+    "sapo": dict(advantage="grpo", advantage_scale="group", policy_loss="sapo",
+                 sapo_tau_pos=1.0, sapo_tau_neg=1.05, aggregation="seq-mean-token-mean",
+                 kl_coef=0.0),
+    # DPPO-Binary-TV (verl recipe): Dr.GRPO advantages and aggregation, tokens whose
+    # probability moved by more than 0.15 masked, truncated stop-gradient ratio, no KL.
+    "dppo": dict(advantage="grpo", advantage_scale="none", policy_loss="dppo",
+                 dppo_divergence="tv", eps_low=0.15, eps_high=0.15, dppo_ratio_cap=20.0,
+                 aggregation="seq-mean-token-sum-norm", kl_coef=0.0),
+    # NFT: likelihood of correct answers and of wrong ones under the implicit negative policy,
+    # prompt weight 1 − r̂ (on-policy: Dr.GRPO's gradient), token sums over a constant length.
+    "nft": dict(advantage="grpo", advantage_scale="none", policy_loss="nft",
+                nft_negative_weight=1.0, nft_eps=0.05, nft_prompt_weight="negative_rate",
+                aggregation="seq-mean-token-sum-norm", kl_coef=0.0),
+    # LUSPO: GSPO (3e-4 / 4e-4) with each sequence's loss scaled by its length.
+    "luspo": dict(advantage="grpo", advantage_scale="group", policy_loss="luspo",
+                  eps_low=3e-4, eps_high=4e-4, aggregation="seq-mean-token-mean", kl_coef=0.0),
 }
 
 
@@ -250,13 +268,33 @@ def gae_advantages(rewards, mask, valid, *, kl=None, kl_coef=0.0, old_values=Non
 
 
 def _policy_loss(rl: RLConfig) -> Callable:
-    return {
-        "ppo_clip": functools.partial(losses.ppo_clip, eps_low=rl.eps_low, eps_high=rl.eps_high,
-                                      dual_clip=rl.dual_clip or None),
-        "gspo": functools.partial(losses.gspo, eps_low=rl.eps_low, eps_high=rl.eps_high),
+    eps = dict(eps_low=rl.eps_low, eps_high=rl.eps_high)
+    fn = {
+        "ppo_clip": functools.partial(losses.ppo_clip, **eps, dual_clip=rl.dual_clip or None),
+        "gspo": functools.partial(losses.gspo, **eps),
+        "luspo": functools.partial(losses.luspo, **eps),
         "cispo": functools.partial(losses.cispo, eps_high=rl.eps_high),
         "reinforce": reinforce_loss,
+        "sapo": functools.partial(losses.sapo, tau_pos=rl.sapo_tau_pos, tau_neg=rl.sapo_tau_neg),
+        "dppo": functools.partial(losses.dppo, **eps, divergence=rl.dppo_divergence,
+                                  ratio_cap=rl.dppo_ratio_cap),
+        "dcpo": functools.partial(losses.dcpo, **eps, ratio_cap=rl.dcpo_ratio_cap),
+        "nft": functools.partial(losses.nft_from_advantages,
+                                 negative_weight=rl.nft_negative_weight, eps=rl.nft_eps,
+                                 prompt_weight=rl.nft_prompt_weight),
     }[rl.policy_loss]
+    return fn if rl.policy_loss in _CLIPPING else functools.partial(_with_clip_metrics, fn=fn)
+
+
+# Losses whose metrics already hold clip_frac_low / _high / clip_frac.
+_CLIPPING = ("ppo_clip", "gspo", "luspo", "cispo", "reinforce", "dppo", "dcpo")
+
+
+def _with_clip_metrics(logp, old_logp, advantages, mask, *, fn):
+    """`fn`'s loss with the clip fractions every run logs (all 0: nothing is clipped)."""
+    per_token, metrics = fn(logp, old_logp, advantages, mask)
+    zero = jnp.zeros((), jnp.float32)
+    return per_token, dict(metrics, clip_frac_low=zero, clip_frac_high=zero, clip_frac=zero)
 
 
 def reinforce_loss(logp, old_logp, advantages, mask):

@@ -13,7 +13,10 @@ SEQUENCE_ADVANTAGES = ("grpo", "rloo", "grpo_passk", "ngrpo", "w_reinforce", "gp
 # Estimators that give per-token advantages [B, N] (the others give one per sequence).
 TOKEN_ADVANTAGES = ("reinforce_pp", "reinforce_pp_baseline", "gae")
 ADVANTAGES = SEQUENCE_ADVANTAGES + TOKEN_ADVANTAGES
-POLICY_LOSSES = ("ppo_clip", "gspo", "cispo", "reinforce")
+POLICY_LOSSES = ("ppo_clip", "gspo", "cispo", "reinforce", "sapo", "dppo", "dcpo", "nft",
+                 "luspo")
+# Losses with one advantage per sequence (they cannot take process / token advantages).
+SEQUENCE_LOSSES = ("gspo", "luspo", "nft")
 PROCESS_FORMS = ("sum", "min")
 # Fields where 0 means "off".
 _ZERO_IS_OFF = ("value_clip", "dual_clip", "kl_target", "tis_cap")
@@ -41,9 +44,20 @@ class RLConfig:
       positive_weight, negative_weight: scale positive / negative advantages
         (negative-sample reinforcement: positive_weight=0); with advantage="w_reinforce"
         they are the +λ of right and −μ of wrong samples (NSR: 0 / 1, PSR: 1 / 0).
-      policy_loss: "ppo_clip" | "gspo" | "cispo" | "reinforce".
-      eps_low, eps_high: clip range (CISPO: eps_high is the weight cap).
+      policy_loss: "ppo_clip" | "gspo" | "cispo" | "reinforce" | "sapo" | "dppo" | "dcpo" |
+        "nft" | "luspo" (`losses.<name>`; nft through `losses.nft_from_advantages`).
+      eps_low, eps_high: clip range (CISPO: eps_high is the weight cap; DPPO: the divergence
+        thresholds, verl's clip_ratio_low/high; DCPO: the ε of its probability-dependent
+        bounds).
       dual_clip: dual-clip constant c > 1 (ppo_clip; 0: off).
+      sapo_tau_pos, sapo_tau_neg: SAPO's gate temperatures for A > 0 / A ≤ 0 (verl tau_pos /
+        tau_neg, TRL sapo_temperature_pos / _neg).
+      dppo_divergence: "tv" | "binary_kl" (verl loss_mode dppo_tv / dppo_kl).
+      dppo_ratio_cap: DPPO's truncation of the stop-gradient ratio (verl clip_ratio_c).
+      dcpo_ratio_cap: the largest upper bound of DCPO's dynamic clip.
+      nft_negative_weight, nft_eps, nft_prompt_weight: NFT's weight of the wrong answers, the
+        floor of its negative ratio and its prompt weight ("none" | "negative_rate" |
+        "grpo"); NFT reads the group accuracy from Dr.GRPO advantages of binary rewards.
       aggregation: how per-token losses become one number (`losses.aggregate`):
         "token-mean" (DAPO), "seq-mean-token-mean" (GRPO), "seq-mean-token-sum",
         "seq-mean-token-sum-norm" (Dr.GRPO: a constant length).
@@ -102,6 +116,14 @@ class RLConfig:
     eps_high: float = 0.2
     aggregation: str = "seq-mean-token-mean"
     dual_clip: float = 0.0
+    sapo_tau_pos: float = 1.0
+    sapo_tau_neg: float = 1.05
+    dppo_divergence: str = "tv"
+    dppo_ratio_cap: float = 20.0
+    dcpo_ratio_cap: float = 10.0
+    nft_negative_weight: float = 1.0
+    nft_eps: float = 0.05
+    nft_prompt_weight: str = "negative_rate"
     kl_coef: float = 0.0
     kl_in_reward: bool = False
     kl_horizon: int = 10000
@@ -133,6 +155,7 @@ class RLConfig:
                                  f"{getattr(self, name)!r}")
         _check_choices(self)
         _check_ranges(self)
+        _check_policy_loss(self)
 
     @property
     def needs_old_logprobs(self) -> bool:
@@ -166,7 +189,9 @@ class RLConfig:
 def _check_choices(rl: RLConfig) -> None:
     for name, known in (("advantage", ADVANTAGES), ("policy_loss", POLICY_LOSSES),
                         ("aggregation", losses.MODES), ("kl_kind", losses.KINDS),
-                        ("gpg_alpha", GPG_ALPHAS), ("process_form", PROCESS_FORMS)):
+                        ("gpg_alpha", GPG_ALPHAS), ("process_form", PROCESS_FORMS),
+                        ("dppo_divergence", losses.DPPO_DIVERGENCES),
+                        ("nft_prompt_weight", losses.PROMPT_WEIGHTS)):
         if getattr(rl, name) not in known:
             raise ValueError(f"{name} must be one of {known}, got {getattr(rl, name)!r}")
 
@@ -189,9 +214,9 @@ def _check_ranges(rl: RLConfig) -> None:
     for name in ("process_weight", "process_temperature"):
         if getattr(rl, name) < 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
-    if rl.process_weight > 0 and rl.policy_loss == "gspo":
-        raise ValueError("process_weight > 0 gives per-token advantages, which "
-                         "policy_loss='gspo' (one advantage per sequence) cannot take")
+    if rl.process_weight > 0 and rl.policy_loss in SEQUENCE_LOSSES:
+        raise ValueError(f"process_weight > 0 gives per-token advantages, which policy_loss="
+                         f"{rl.policy_loss!r} (one advantage per sequence) cannot take")
     if rl.value_clip < 0:
         raise ValueError(f"value_clip must be > 0 (or 0: off), got {rl.value_clip}")
     if rl.kl_target < 0:
@@ -201,6 +226,29 @@ def _check_ranges(rl: RLConfig) -> None:
             raise ValueError("kl_target (adaptive KL) needs kl_in_reward=True and kl_coef > 0")
         if rl.kl_horizon < 1:
             raise ValueError("kl_target needs kl_horizon >= 1")
+
+
+def _check_policy_loss(rl: RLConfig) -> None:
+    """The loss-specific fields (one-line errors naming the field)."""
+    if rl.policy_loss in SEQUENCE_LOSSES and rl.token_level:
+        raise ValueError(f"policy_loss={rl.policy_loss!r} takes one advantage per sequence; "
+                         f"advantage={rl.advantage!r} gives one per token")
+    for name in ("eps_low", "eps_high"):
+        if getattr(rl, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
+    for name in ("sapo_tau_pos", "sapo_tau_neg", "dppo_ratio_cap"):
+        if getattr(rl, name) <= 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(rl, name)}")
+    if rl.dcpo_ratio_cap <= 1:
+        raise ValueError(f"dcpo_ratio_cap must be > 1, got {rl.dcpo_ratio_cap}")
+    if not 0.0 < rl.nft_eps < 1.0:
+        raise ValueError(f"nft_eps must be in (0, 1), got {rl.nft_eps}")
+    if rl.policy_loss == "nft" and (rl.advantage, rl.advantage_scale) != ("grpo", "none"):
+        raise ValueError("policy_loss='nft' reads r and the group accuracy from A = r - mean(r): "
+                         "it needs advantage='grpo' with advantage_scale='none'")
+    if rl.policy_loss == "nft" and (rl.positive_weight, rl.negative_weight) != (1.0, 1.0):
+        raise ValueError("policy_loss='nft' needs positive_weight = negative_weight = 1 (weigh "
+                         "wrong answers with nft_negative_weight)")
 
 
 def defaults() -> dict:

@@ -134,3 +134,113 @@ def low_entropy_complement(ent, mask, keep_fraction):
     for _, idx in items[k:]:
         out[idx] = True
     return out
+
+
+# ----------------------------------------------------------------------------- issue 46 losses
+# Each returns (per-token loss, d(Σ loss)/d logp) in float64; every per-token loss depends on
+# its own logp only, so the gradient is the closed-form derivative of the token's formula.
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+def sapo(logp, old, adv, mask, tau_pos, tau_neg):
+    loss, grad = np.zeros(logp.shape), np.zeros(logp.shape)
+    for idx in zip(*np.nonzero(mask)):
+        a = float(adv[idx])
+        tau = tau_pos if a > 0 else tau_neg
+        ratio = math.exp(float(logp[idx]) - float(old[idx]))
+        s = _sigmoid(tau * (ratio - 1.0))
+        loss[idx] = -(4.0 / tau) * s * a
+        grad[idx] = -a * 4.0 * s * (1.0 - s) * ratio  # d/dlogp of -(4/τ)σ(τ(e^{lp-old}-1))A
+    return loss, grad
+
+
+def _log1m_exp(x):
+    return math.log(max(-math.expm1(x), 1e-30))
+
+
+def dppo(logp, old, adv, mask, divergence, eps_low, eps_high, cap):
+    """Also returns each kept/dropped decision's margin to its threshold (for flip checks)."""
+    loss, grad = np.zeros(logp.shape), np.zeros(logp.shape)
+    margins = []
+    for idx in zip(*np.nonzero(mask)):
+        lp, lo, a = float(logp[idx]), float(old[idx]), float(adv[idx])
+        p, q = math.exp(lp), math.exp(lo)
+        if divergence == "tv":
+            keep = p - q <= eps_high if a > 0 else p - q >= -eps_low
+            margins.append(abs(p - q - (eps_high if a > 0 else -eps_low)))
+        else:
+            d = q * (lo - lp) + (1 - q) * (_log1m_exp(lo) - _log1m_exp(lp))
+            bound = eps_high if a > 0 else eps_low
+            keep = d <= bound or (p <= q if a > 0 else p >= q)
+            margins.append(min(abs(d - bound), abs(p - q)))
+        w = min(math.exp(lp - lo), cap)
+        if keep:
+            loss[idx] = -a * w * lp
+            grad[idx] = -a * w
+    return loss, grad, min(margins)
+
+
+def dcpo_bounds(old, eps_low, eps_high, cap):
+    q = math.exp(float(old))
+    low = 0.5 + 0.5 * math.sqrt(max(1.0 - 4.0 * eps_low / q, 0.0))
+    high = min(0.5 + 0.5 * math.sqrt(1.0 + 4.0 * eps_high / q), cap)
+    return low, high
+
+
+def dcpo(logp, old, adv, mask, eps_low, eps_high, cap):
+    loss, grad = np.zeros(logp.shape), np.zeros(logp.shape)
+    margins = []
+    for idx in zip(*np.nonzero(mask)):
+        a = float(adv[idx])
+        low, high = dcpo_bounds(old[idx], eps_low, eps_high, cap)
+        ratio = math.exp(float(logp[idx]) - float(old[idx]))
+        clipped = min(max(ratio, low), high)
+        loss[idx] = max(-a * ratio, -a * clipped)
+        # The unclipped branch wins unless the clip moved ρ towards a smaller loss.
+        if -a * ratio >= -a * clipped:
+            grad[idx] = -a * ratio
+        margins.append(min(abs(ratio - low), abs(ratio - high)))
+    return loss, grad, min(margins)
+
+
+def luspo(logp, old, adv, mask, eps_low, eps_high):
+    """LUSPO = |o_i| × GSPO per token; gradient of its seq-mean-token-mean aggregate."""
+    loss, grad = gspo(logp, old, adv, mask, eps_low, eps_high)
+    length = mask.sum(axis=1, keepdims=True)
+    return loss * length, grad * length
+
+
+def nft(logp, old, rewards, rate, mask, negative_weight, eps, prompt_weight, rate_clip):
+    loss, grad = np.zeros(logp.shape), np.zeros(logp.shape)
+    for i, s in zip(*np.nonzero(mask)):
+        if not 0.0 < rate[i] < 1.0:
+            continue
+        rh = min(max(float(rate[i]), rate_clip), 1 - rate_clip)
+        w = {"none": 1.0, "negative_rate": 1 - rh, "grpo": math.sqrt((1 - rh) / rh)}[prompt_weight]
+        delta = float(logp[i, s]) - float(old[i, s])
+        if rewards[i] > 0:
+            loss[i, s], grad[i, s] = -w * delta, -w
+        else:
+            ratio = math.exp(delta)
+            proxy = (1 - rh * ratio) / (1 - rh)
+            floored = max(proxy, eps)
+            loss[i, s] = -w * negative_weight * math.log(floored)
+            # Straight-through floor: d/dlogp of -log(proxy) with the floored value inside.
+            grad[i, s] = w * negative_weight * rh * ratio / ((1 - rh) * floored)
+    return loss, grad
+
+
+def mass_covering(logp, ref, mask, kind):
+    out, grad = np.zeros(logp.shape), np.zeros(logp.shape)
+    for idx in zip(*np.nonzero(mask)):
+        d = float(logp[idx]) - float(ref[idx])
+        u = math.exp(d)
+        if kind == "forward_kl":
+            out[idx], grad[idx] = u - 1 - d, u - 1
+        else:
+            m = (1 + u) / 2
+            out[idx] = 0.5 * (u * math.log(u) - (1 + u) * math.log(m))
+            grad[idx] = 0.5 * u * math.log(u / m)  # = ½u(log 2 + log σ(δ))
+    return out, grad
