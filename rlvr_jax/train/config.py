@@ -98,14 +98,14 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     #                                  posterior mean given its group (scoring/noise.py).
     # The `cosine_length` component (Yeo et al. 2025; scoring/shaping.py), the paper's values:
     c.reward.cosine_max_len = 0      # L_max (0: sampling.max_new_tokens).
-    c.reward.cosine_min_value_correct = 1.0   # A correct completion: 2 at length 0 → 1 at
-    c.reward.cosine_max_value_correct = 2.0   # L_max (cosine in between).
-    c.reward.cosine_min_value_wrong = -10.0   # A wrong one: -10 at length 0 → 0 at L_max.
-    c.reward.cosine_max_value_wrong = 0.0
+    c.reward.cosine_min_value_correct = 1.0   # A correct completion's reward at L_max...
+    c.reward.cosine_max_value_correct = 2.0   # ...and at length 0 (cosine in between).
+    c.reward.cosine_min_value_wrong = -10.0   # A wrong completion's reward at length 0...
+    c.reward.cosine_max_value_wrong = 0.0     # ...and at L_max (cosine in between).
     c.reward.cosine_exceed_length = -10.0     # Any completion of length >= L_max.
-    # The `length_penalty` component (Kimi k1.5): correct answers get 0.5 - (L - min) /
-    # (max - min) over their group; True: wrong ones also get min(0, that) (Kimi's full rule).
-    c.reward.length_penalty_incorrect = False
+    # The `length_penalty` component (Kimi k1.5): correct answers get
+    # λ = 0.5 - (L - min) / (max - min) over their group.
+    c.reward.length_penalty_incorrect = False  # True: wrong ones too get min(0, λ) (Kimi's rule).
 
 
 def _lora(c: ml_collections.ConfigDict) -> None:
