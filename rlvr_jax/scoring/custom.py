@@ -137,8 +137,9 @@ def _device_term(setup, weight, *, spec: str):
         score = jnp.asarray(fn(x.rollout.tokens, x.rollout.model_mask, x.answers))
         finite = jnp.isfinite(score)
         score = jnp.where(finite, score, 0.0).astype(jnp.float32)
+        nonfinite = jnp.sum(~finite).astype(jnp.float32)
         return rewards + weight * score, {f"reward/{name}": jnp.mean(score),
-                                          f"reward/{name}_nonfinite": jnp.sum(~finite).astype(jnp.float32)}
+                                          f"reward/{name}_nonfinite": nonfinite}
     return term
 
 
