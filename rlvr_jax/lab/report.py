@@ -114,11 +114,13 @@ def evaluation_lines(summary: Dict[str, Any]) -> str:
     records = summary.get("warmup") or []
     if any(records):
         c = next(r for r in records if r)["criterion"]
-        stops = ", ".join(f"seed {i}: {r['steps']}" + ("" if r["reached"] else " (not met)")
+        stops = ", ".join(f"seed {i} at step {r['steps']} (pass@1 {r['checks'][-1][1]:.3f}"
+                          + ("" if r["reached"] else ", not met") + ")"
                           for i, r in enumerate(records) if r)
         lines.append(f"- Warm-up trained to a criterion: held-out greedy pass@1 ≥ "
                      f"{c['until_pass1']} (checked every {c['every']} steps on "
-                     f"{c['num_prompts']} prompts); stopped at step {stops}.")
+                     f"{c['num_prompts']} prompts, at most the config's sft.steps); stopped: "
+                     f"{stops}.")
     return "\n".join(lines)
 
 
