@@ -44,7 +44,7 @@ def finding():
         quick=QUICK,
         quick_eval=EvalSpec(prompts="all", num_samples=2, ks=(1, 2), batch_size=256),
         seeds=3,
-        prereg=Prereg(rule="v2", note="registered under lab v2 before any run"),
+        prereg=Prereg(rule="v2", note="registered under lab v2 (504f27c), before any run"),
         notes="A demonstration of the whole-split evaluation, per-prompt intervals and the "
               "warm-up criterion at 3 seeds; the warm-up stands in for the base model.",
     )
