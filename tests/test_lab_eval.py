@@ -195,3 +195,14 @@ def test_whole_split_and_warmup_criterion_end_to_end(tmp_path):
     text = report.markdown(summary)
     assert "seed × prompt 95%" in text and "whole fixed test split" in text
     assert "stopped: seed 0 at step 2" in text
+
+
+def test_eval_cost_refuses_bad_arguments(capsys):
+    import importlib.util
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location(
+        "reproduce", os.path.join(root, "scripts", "reproduce.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["eval-cost", "rl_vs_base", "--num-samples", "0"]) == 2
+    assert "--num-samples and --batch-size must be >= 1" in capsys.readouterr().err
