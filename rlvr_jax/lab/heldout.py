@@ -14,7 +14,6 @@ import numpy as np
 
 from rlvr_jax import evaluation, tasks
 from rlvr_jax.data import datasets
-from rlvr_jax.evaluation import report as report_lib
 from rlvr_jax.lab.spec import CRITERION_STREAM, EvalSpec, WarmupCriterion
 from rlvr_jax.tasks.base import Example, split_of
 from rlvr_jax.train import build
@@ -96,11 +95,10 @@ def per_prompt(evaluator: evaluation.Evaluator, params, spec: EvalSpec, seed: in
     """{metric: [P]}: pass@k, maj@k, CoT-pass@k (k in spec.ks) and mean@n per held-out
     prompt from `spec.num_samples` samples each at `spec.temperature`; the sampling key
     depends on the seed only (every arm of a seed is scored on the same draws). Their means
-    over prompts are the lab's metrics (`Evaluator.sampled`'s numbers, same key)."""
+    over prompts are the lab's metrics."""
     rng = jax.random.fold_in(jax.random.PRNGKey(seed), 424242)
-    texts = evaluator.texts(params, rng, num_samples=spec.num_samples, greedy=False,
-                            temperature=spec.temperature, batch_size=spec.batch_size)
-    return report_lib.per_prompt_metrics(report_lib.score(texts, evaluator.data), ks=spec.ks)
+    return evaluator.sampled(params, rng, num_samples=spec.num_samples, ks=spec.ks,
+                             temperature=spec.temperature, batch_size=spec.batch_size)
 
 
 def criterion_examples(config, num_prompts: int) -> List[Example]:
