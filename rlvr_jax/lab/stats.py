@@ -5,8 +5,10 @@ prompt bootstrap) that `lab.verdict` judges with.
 
 The v1 resampling is `rlvr_jax.evaluation.metrics.bootstrap_ci` (a percentile bootstrap over
 runs, the procedure of rliable's `get_interval_estimates`; the project's own, not the
-`rliable` package). Every interval here is over training seeds: the held-out prompts of a
-seed are averaged first, so the prompt-sampling noise is inside each seed's number.
+`rliable` package). Every interval here but the last is over training seeds: the held-out
+prompts of a seed are averaged first, so the prompt-sampling noise is inside each seed's
+number; `seed_prompt_bootstrap` resamples both (the report's "seed × prompt" intervals,
+from the per-prompt values new results store).
 """
 import math
 from typing import Any, Dict, List, Sequence, Tuple
