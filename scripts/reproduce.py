@@ -4,6 +4,7 @@
     python scripts/reproduce.py run NAME [--seeds N] [--quick] [--out DIR] [--work DIR]
     python scripts/reproduce.py report NAME [--out DIR] [--write]   # tables and verdicts
     python scripts/reproduce.py audit NAME   # the static checks of its arms
+    python scripts/reproduce.py eval-cost NAME --num-samples 1024   # time one evaluation
 
 `run` first audits the finding's arms (`rlvr_jax/lab/audit.py`; a check whose arms would
 train identically is refused unless --allow-untestable), then trains every arm x seed of
@@ -15,7 +16,9 @@ the v2 verdict is inconclusive). Finished arm x seed pairs (in --work, default
 DIR/NAME/work) are skipped, so an interrupted run continues where it stopped. `--quick` is
 a seconds-long smoke run of the pipeline (tiny warm-up, 2 RL steps, 8 prompts; not a
 measurement). `report` re-judges the stored per-seed numbers with the current spec
-(--write stores the verdicts back into results.json). See docs/findings.md.
+(--write stores the verdicts back into results.json). `eval-cost` times one pair's held-out
+evaluation (seed 0's warm-up, trained in --work if missing) at another sample count,
+printing JSON: what a larger k would cost before a run is planned. See docs/findings.md.
 """
 import argparse
 import json
@@ -49,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
                      "results.json")
     aud = sub.add_parser("audit", help="the static checks of a finding's arms")
     aud.add_argument("name")
+    cost = sub.add_parser("eval-cost", help="time one pair's evaluation at N samples")
+    cost.add_argument("name")
+    cost.add_argument("--num-samples", type=int, required=True)
+    cost.add_argument("--num-prompts", type=int, default=0, help="default: the finding's")
+    cost.add_argument("--batch-size", type=int, default=8, help="prompts per call")
+    cost.add_argument("--work", default="runs/findings/_eval_cost")
     return p
 
 
@@ -94,6 +103,45 @@ def audit_finding(args) -> int:
         c = finding.checks[p.check]
         print(f"{p.kind}: check {p.check + 1} ({c.metric}: {c.a} − {c.b}): {p.message}")
     print(f"[{finding.name}] {len(problems)} problem(s)")
+    return 0
+
+
+def eval_cost(args) -> int:
+    """Times the held-out evaluation of seed 0's warm-up (the finding's prompts, or the first
+    --num-prompts of them) at --num-samples samples per prompt: once with compilation, once
+    compiled. Prints one JSON line."""
+    import dataclasses
+    from rlvr_jax.lab import WARMUP, heldout, runner
+    finding = _load(args.name)
+    if finding is None:
+        return 2
+    if args.num_samples < 1 or args.batch_size < 1:
+        print("error: --num-samples and --batch-size must be >= 1", file=sys.stderr)
+        return 2
+    ks = tuple(k for k in (1, 4, 16, 64, 256, 1024, args.num_samples) if k <= args.num_samples)
+    spec = dataclasses.replace(finding.eval, num_samples=args.num_samples,
+                               ks=tuple(sorted(set(ks))), batch_size=args.batch_size)
+    config = runner.arm_config(finding, WARMUP if WARMUP in finding.arms else
+                               next(iter(finding.arms)), 0)
+    _compilation_cache(os.path.join(args.work, "_jax_cache"))
+    r = runner._setup(config, os.path.join(args.work, "_eval_cost_run"))
+    params, _ = runner.warmup_params(r, args.work, lambda s: print(s, file=sys.stderr),
+                                     finding.warmup)
+    examples = (heldout.whole_test_split(config) if spec.prompts == "all"
+                else r.evaluator.data.examples)
+    examples = examples[:args.num_prompts or len(examples)]
+    ev = heldout.evaluator_for(r, examples, batch_size=args.batch_size,
+                               temperature=spec.temperature)
+    seconds = []
+    for _ in range(2):
+        t0 = time.time()
+        per = heldout.per_prompt(ev, params, spec, 0)
+        seconds.append(round(time.time() - t0, 1))
+    print(json.dumps({"finding": finding.name, "num_prompts": len(examples),
+                      "num_samples": args.num_samples, "batch_size": args.batch_size,
+                      "seconds_first": seconds[0], "seconds_compiled": seconds[1],
+                      f"pass@{args.num_samples}": round(float(per[f"pass@{args.num_samples}"]
+                                                              .mean()), 4)}))
     return 0
 
 
@@ -186,7 +234,7 @@ def _compilation_cache(path: str) -> None:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     return {"list": lambda a: list_findings(), "run": run, "report": report,
-            "audit": audit_finding}[args.command](args)
+            "audit": audit_finding, "eval-cost": eval_cost}[args.command](args)
 
 
 if __name__ == "__main__":

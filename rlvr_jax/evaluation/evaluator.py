@@ -1,6 +1,6 @@
 """The one evaluator: a policy's held-out metrics on a fixed set of prompts, decoded with a
 run's `Sampler`. The training loop calls it (`eval/...` metrics), the lab asks it for
-sampled pass@k (`sampled`), `scripts/evaluate.py` for its report with intervals (`report`)."""
+sampled pass@k per prompt (`sampled`), `scripts/evaluate.py` for its report with intervals (`report`)."""
 import time
 from typing import Dict, Optional, Sequence
 
@@ -54,15 +54,14 @@ class Evaluator:
         return report_lib.score(self.texts(params, rng, **kw), self.data)
 
     def sampled(self, params, rng, *, num_samples: int, ks, temperature: float,
-                batch_size: Optional[int] = None) -> Dict[str, float]:
-        """The means over the held-out prompts of pass@k, maj@k, CoT-pass@k (each k in
-        `ks`) and mean@n from `num_samples` samples per prompt at `temperature`
-        (`report.per_prompt_metrics`), `batch_size` prompts per call (default the
-        evaluator's)."""
+                batch_size: Optional[int] = None) -> Dict[str, np.ndarray]:
+        """{name: [E]}: pass@k, maj@k, CoT-pass@k (each k in `ks`) and mean@n of each
+        held-out prompt from `num_samples` samples per prompt at `temperature`
+        (`report.per_prompt_metrics`; the lab averages them and keeps them per prompt),
+        `batch_size` prompts per call (default the evaluator's)."""
         scores = self._scores(params, rng, num_samples=num_samples, greedy=False,
                               temperature=temperature, batch_size=batch_size)
-        per_prompt = report_lib.per_prompt_metrics(scores, ks=ks)
-        return {k: float(np.mean(v)) for k, v in per_prompt.items()}
+        return report_lib.per_prompt_metrics(scores, ks=ks)
 
     def __call__(self, params, rng) -> Dict[str, float]:
         """Metrics named `eval/...` (floats): greedy pass@1 with its 95% bootstrap interval

@@ -1,8 +1,9 @@
 """Markdown tables of a finding's results.json (what docs/findings.md shows per finding): the
-arms, the checks with the pre-registered (v1) and the v2 outcome, the gates, the static
-audit and the verdicts (`summary["preregistered"]`, `summary["v1"]`, `summary["v2"]`:
+arms, the checks with the pre-registered (v1) and the v2 outcome (and the seed × prompt
+bootstrap interval where per-prompt values are stored), the evaluation, the gates, the
+static audit and the verdicts (`summary["preregistered"]`, `summary["v1"]`, `summary["v2"]`:
 `lab.verdict`)."""
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -43,24 +44,84 @@ def arms_table(summary: Dict[str, Any], ks: Sequence[int] = SHOWN_KS) -> str:
     return "\n".join(rows)
 
 
+def prompt_interval(summary: Dict[str, Any], metric: str, a: str, b: str
+                    ) -> Tuple[Optional[Dict[str, float]], str]:
+    """(the 95% seed × prompt bootstrap interval of the mean paired difference a − b of
+    `metric` — `stats.seed_prompt_bootstrap` of the per-prompt differences [S, P] — or None,
+    why not): it needs both arms' per-prompt values, on the same prompts seed by seed."""
+    pa, pb = (summary["arms"][x].get("per_prompt") for x in (a, b))
+    if not pa or not pb:
+        return None, "no per-prompt values stored"
+    if metric not in pa["values"] or metric not in pb["values"]:
+        return None, f"no per-prompt {metric} stored"
+    if pa["prompts"] != pb["prompts"]:
+        return None, "the arms were evaluated on different prompts"
+    diff = np.asarray(pa["values"][metric], np.float64) - np.asarray(pb["values"][metric],
+                                                                     np.float64)
+    return stats.seed_prompt_bootstrap(diff, num_resamples=stats.NUM_RESAMPLES), ""
+
+
 def checks_table(summary: Dict[str, Any]) -> str:
     """The checks: m, the paired difference (mean over seeds, 95% t-interval, seeds where
-    a > b), the Holm-adjusted t-test p-values (for / against / no effect ≥ m), the exact
+    a > b; with per-prompt values stored, also the 95% seed × prompt bootstrap interval),
+    the Holm-adjusted t-test p-values (for / against / no effect ≥ m), the exact
     sign-flip p of the claimed direction, the v1 outcome (published rule, all seeds) and
     the v2 outcome."""
     v1 = {(c["metric"], c["a"], c["b"]): c["outcome"] for c in summary["checks"]}
-    rows = ["| check | expected | m | a − b, 95% t-interval | a > b in | Holm p: for / "
-            "against / ≈ 0 | sign-flip p | v1 | v2 |", "|---" * 9 + "|"]
-    for c in summary["v2"]["checks"]:
+    sp = [prompt_interval(summary, c["metric"], c["a"], c["b"])[0]
+          for c in summary["v2"]["checks"]]
+    extra = " seed × prompt 95% |" if any(sp) else ""
+    rows = ["| check | expected | m | a − b, 95% t-interval |" + extra + " a > b in | Holm p: "
+            "for / against / ≈ 0 | sign-flip p | v1 | v2 |", "|---" * (9 + bool(extra)) + "|"]
+    for c, ci in zip(summary["v2"]["checks"], sp):
         expect = _EXPECT[c["expect"]].format(m=c["m"])
         h = c["holm"]
         ps = " / ".join(_num(h[k]) for k in ("support", "contradict", "no_effect"))
         outcome = c["outcome"].replace("≥ m", f"≥ {c['m']}")
+        cell = "" if not extra else (" — |" if ci is None else
+                                     f" {ci['low']:+.3f} to {ci['high']:+.3f} |")
         rows.append(f"| {c['metric']}: {c['a']} − {c['b']} | {expect} | {c['m']} | "
-                    f"{c['mean']:+.3f} ({c['t95'][0]:+.3f} to {c['t95'][1]:+.3f}) | "
+                    f"{c['mean']:+.3f} ({c['t95'][0]:+.3f} to {c['t95'][1]:+.3f}) |{cell} "
                     f"{c['wins']}/{c['seeds']} | {ps} | {_num(c['p']['sign_flip'])} | "
                     f"{v1.get((c['metric'], c['a'], c['b']), '—')} | {outcome} |")
     return "\n".join(rows)
+
+
+def evaluation_lines(summary: Dict[str, Any]) -> str:
+    """How the held-out evaluation was done: the prompts (stream / whole test split), whether
+    the intervals include the prompt-sampling noise (seed × prompt bootstrap) or are over
+    seeds only (results stored before per-prompt values were kept), and where a warm-up
+    criterion stopped each seed's warm-up."""
+    ev = summary.get("eval", {})
+    where = ("the whole fixed test split, the same prompts for every seed"
+             if ev.get("prompts") == "all" else
+             f"{ev.get('num_prompts', '?')} prompts of each seed's own test stream")
+    lines = [f"- Evaluation: {ev.get('num_samples', '?')} samples per prompt on {where}."]
+    why = [prompt_interval(summary, c["metric"], c["a"], c["b"])[1]
+           for c in summary["v2"]["checks"]]
+    how = (f"two-stage percentile bootstrap (seeds, then prompts within each seed; "
+           f"{stats.NUM_RESAMPLES} resamples) of the per-prompt paired differences; the "
+           f"verdicts still use the seed-level t-tests")
+    missing = "; ".join(dict.fromkeys(w for w in why if w))
+    if not missing:
+        lines.append(f"- Seed × prompt 95% intervals: {how}.")
+    elif all(why):
+        lines.append(f"- Intervals over seeds only ({missing}: results stored before the lab "
+                     f"kept per-prompt values, or pairs run before then).")
+    else:
+        lines.append(f"- Seed × prompt 95% intervals for {why.count('')} of {len(why)} checks "
+                     f"({how}); the others over seeds only ({missing}).")
+    records = summary.get("warmup") or []
+    if any(records):
+        c = next(r for r in records if r)["criterion"]
+        stops = ", ".join(f"seed {i} at step {r['steps']} (pass@1 {r['checks'][-1][1]:.3f}"
+                          + ("" if r["reached"] else ", not met") + ")"
+                          for i, r in enumerate(records) if r)
+        lines.append(f"- Warm-up trained to a criterion: held-out greedy pass@1 ≥ "
+                     f"{c['until_pass1']} (checked every {c['every']} steps on "
+                     f"{c['num_prompts']} prompts, at most the config's sft.steps); stopped: "
+                     f"{stops}.")
+    return "\n".join(lines)
 
 
 def prereg_table(summary: Dict[str, Any]) -> str:
@@ -115,5 +176,5 @@ def verdict_lines(summary: Dict[str, Any]) -> str:
 def markdown(summary: Dict[str, Any]) -> str:
     """The tables, the mechanism lines and the verdicts (a results.json with "v2")."""
     parts = [arms_table(summary), checks_table(summary), prereg_table(summary),
-             mechanism_lines(summary), verdict_lines(summary)]
+             evaluation_lines(summary), mechanism_lines(summary), verdict_lines(summary)]
     return "\n\n".join(p for p in parts if p) + "\n"

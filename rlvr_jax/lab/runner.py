@@ -5,7 +5,9 @@ Layout under the work directory `work` (resumable: a finished pair is never redo
   work/_warmup/KEY/seed_S/params.msgpack   the warm-up of seed S (KEY: a hash of the config
                                            parts the warm-up reads), shared by every arm and
                                            by every finding with the same warm-up
-  work/_pairs/PAIR/result.json             a finished arm × seed: metrics, curves, wall time
+  work/_warmup/KEY/seed_S/warmup.json      its stopping step (a `WarmupCriterion`'s warm-up)
+  work/_pairs/PAIR/result.json             a finished arm × seed: metrics, the checked
+                                           metrics per held-out prompt, curves, wall time
   work/_pairs/PAIR/run/                    its training workdir (metrics.jsonl, config.json)
 
 PAIR is a hash of the arm's whole config (seed included) and the evaluation, so an arm that
@@ -21,14 +23,15 @@ import json
 import os
 import shutil
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import flax.serialization
 import jax
 import numpy as np
 
 from rlvr_jax import models
-from rlvr_jax.lab.spec import EvalSpec, Finding
+from rlvr_jax.lab import heldout
+from rlvr_jax.lab.spec import Finding, WarmupCriterion
 from rlvr_jax.train import build, loop
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.config import check_key
@@ -58,9 +61,13 @@ def arm_config(finding: Finding, arm: str, seed: int):
     apply_overrides(config, {k: v for k, v in finding.arms[arm].items() if k != "rl.steps"
                              or v != 0})
     config.seed = seed
+    if finding.warmup is not None and finding.warmup.max_steps:
+        config.sft.steps = finding.warmup.max_steps
     config.eval.every = 0
     config.eval.k = 1
-    config.eval.num_prompts = finding.eval.num_prompts
+    # With prompts="all" the run's own evaluator is not used (`evaluate`): one batch.
+    config.eval.num_prompts = (finding.eval.batch_size if finding.eval.prompts == "all"
+                               else finding.eval.num_prompts)
     config.eval.batch_size = finding.eval.batch_size
     config.checkpoint.every = 0
     config.log_samples_every = 0
@@ -71,12 +78,14 @@ def _hash(obj) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def warmup_key(config) -> str:
+def warmup_key(config, criterion: Optional[WarmupCriterion] = None) -> str:
     """Hash of what the warm-up depends on: model, tokenizer, data, sft, mesh, sampling
-    length and seed (RL settings do not enter)."""
+    length, seed and the warm-up criterion if any (RL settings do not enter)."""
     d = config.to_dict()
     parts = {p: d[p] for p in _WARMUP_PARTS}
     parts["max_new_tokens"], parts["seed"] = d["sampling"]["max_new_tokens"], d["seed"]
+    if criterion is not None:
+        parts["criterion"] = criterion.__dict__
     return _hash(parts)
 
 
@@ -90,11 +99,13 @@ def _setup(config, workdir: str):
     return r
 
 
-def warmup_params(r, work: str, log: Callable[[str], None] = print):
+def warmup_params(r, work: str, log: Callable[[str], None] = print,
+                  criterion: Optional[WarmupCriterion] = None):
     """(warm-up params, cache dir) of `r.config`'s seed: trained once from the config's
-    initial parameters (logged to r's metrics.jsonl as phase "sft"), then read back."""
+    initial parameters (logged to r's metrics.jsonl as phase "sft"; with `criterion`, until
+    it is met: its record in the cache dir's warmup.json), then read back."""
     config = r.config
-    wdir = os.path.join(work, "_warmup", warmup_key(config), f"seed_{config.seed}")
+    wdir = os.path.join(work, "_warmup", warmup_key(config, criterion), f"seed_{config.seed}")
     path = os.path.join(wdir, "params.msgpack")
     os.makedirs(wdir, exist_ok=True)
     while not os.path.exists(path) and not _try_lock(path + ".lock"):
@@ -106,9 +117,14 @@ def warmup_params(r, work: str, log: Callable[[str], None] = print):
         with open(path, "rb") as f:
             host = flax.serialization.from_bytes(shapes, f.read())
         return r.placer.params(host), wdir
-    log(f"  warm-up seed {config.seed}: {config.sft.steps} supervised steps")
     init = build.initial_params(config, r.model_config, r.placer, r.keys["init"])
-    params = loop.warm_up(r, init)
+    if criterion is None:
+        log(f"  warm-up seed {config.seed}: {config.sft.steps} supervised steps")
+        params = loop.warm_up(r, init)
+    else:
+        log(f"  warm-up seed {config.seed}: until held-out greedy pass@1 >= "
+            f"{criterion.until_pass1} (at most {config.sft.steps} steps)")
+        params = _warm_up_to(r, init, criterion, wdir, log)
     os.makedirs(wdir, exist_ok=True)
     tmp = path + f".tmp{os.getpid()}"
     with open(tmp, "wb") as f:
@@ -118,15 +134,54 @@ def warmup_params(r, work: str, log: Callable[[str], None] = print):
     return params, wdir
 
 
-def evaluate(r, params, spec: EvalSpec, seed: int) -> Dict[str, float]:
-    """pass@k and maj@k (k in spec.ks), CoT-pass@k (answer and every worked step right; tasks
-    with step checks) and mean@n, averaged over the held-out prompts, from `spec.num_samples`
-    samples per prompt (unbiased pass@k estimator; the run's own evaluator and sampler); the
-    sampling keys depend on the seed only, so every arm of a seed is scored on the same
-    draws."""
-    return r.evaluator.sampled(params, jax.random.fold_in(jax.random.PRNGKey(seed), 424242),
-                               num_samples=spec.num_samples, ks=spec.ks,
-                               temperature=spec.temperature, batch_size=spec.batch_size)
+def _warm_up_to(r, init, criterion: WarmupCriterion, wdir: str, log: Callable[[str], None]):
+    """`loop.warm_up` stopped by `criterion` (`heldout.criterion_stop`); writes
+    wdir/warmup.json {"steps", "reached", "checks": [[step, pass@1], ...], criterion}."""
+    examples = heldout.criterion_examples(r.config, criterion.num_prompts)
+    ev = heldout.evaluator_for(r, examples, batch_size=criterion.num_prompts)
+    key = jax.random.fold_in(r.keys["eval"], 7)
+    record: Dict[str, Any] = {}
+    stop = heldout.criterion_stop(criterion, lambda p: ev(p, key)["eval/pass@1"],
+                                  r.config.sft.steps, record, log)
+    params = loop.warm_up(r, init, stop=stop)
+    record["criterion"] = dict(criterion.__dict__)
+    workdir_lib.write_json_atomic(os.path.join(wdir, "warmup.json"), record)
+    return params
+
+
+def warmup_record(wdir: str) -> Optional[Dict[str, Any]]:
+    """The warm-up criterion's record of a warm-up cache dir (None: a fixed-step warm-up)."""
+    path = os.path.join(wdir, "warmup.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def checked_eval_metrics(finding: Finding) -> list:
+    """The held-out metrics the checks and gates read (their per-prompt values are kept)."""
+    names = [c.metric for c in finding.checks] + [m for g in finding.gates
+                                                  for m in (g.metric, g.minus) if m]
+    return [m for m in dict.fromkeys(names) if not m.startswith("train")]
+
+
+def evaluate(r, params, finding: Finding, seed: int) -> Tuple[Dict[str, float], Dict[str, Any]]:
+    """(metrics, per-prompt record): pass@k and maj@k (k in the eval's ks), CoT-pass@k
+    (tasks with step checks) and mean@n averaged over the held-out prompts — the seed's
+    test stream, or with `EvalSpec(prompts="all")` the whole test split — from
+    `num_samples` samples per prompt (unbiased pass@k; `heldout.per_prompt`). The record:
+    {"prompts": digest of the prompt texts, "values": {checked metric: [P] per prompt}}."""
+    spec = finding.eval
+    if spec.prompts == "all":
+        ev = heldout.evaluator_for(r, heldout.whole_test_split(r.config),
+                                   batch_size=spec.batch_size, temperature=spec.temperature)
+    else:
+        ev = r.evaluator
+    per = heldout.per_prompt(ev, params, spec, seed)
+    metrics = {k: float(np.mean(v)) for k, v in per.items()}
+    values = {m: [round(float(x), 6) for x in per[m]] for m in checked_eval_metrics(finding)
+              if m in per}
+    return metrics, {"prompts": heldout.prompts_digest(ev.data.examples), "values": values}
 
 
 def _rl_rows(run_dir: str) -> list:
@@ -168,7 +223,9 @@ def _curves(rows: list, keys) -> Dict[str, list]:
 def run_pair(finding: Finding, arm: str, seed: int, work: str,
              log: Callable[[str], None] = print) -> Dict[str, Any]:
     """The result of `arm` at `seed` (read back if finished, else trained and evaluated):
-    {"arm", "seed", "metrics": {name: float}, "curves": {...}, "wall_s", "skipped", "dir"};
+    {"arm", "seed", "metrics": {name: float}, "per_prompt": {"prompts", "values"}, "warmup":
+    the criterion's record or None, "curves": {...}, "wall_s", "skipped", "dir"} (pairs
+    stored before lab v2's per-prompt values lack "per_prompt" / "warmup");
     None while another live process is running this pair."""
     pair_dir = pair_path(finding, arm, seed, work)
     res = _finished(finding, arm, pair_dir)
@@ -209,9 +266,9 @@ def _train_pair(finding: Finding, arm: str, seed: int, work: str, pair_dir: str,
     t0 = time.time()
     config = arm_config(finding, arm, seed)
     r = _setup(config, os.path.join(pair_dir, "run"))
-    params, _ = warmup_params(r, work, log)
+    params, wdir = warmup_params(r, work, log, finding.warmup)
     if finding.is_warmup(arm):
-        metrics = evaluate(r, params, finding.eval, seed)
+        metrics, per_prompt = evaluate(r, params, finding, seed)
         curves: Dict[str, list] = {}
         r.writer.close()
         r.samples.close()
@@ -220,12 +277,12 @@ def _train_pair(finding: Finding, arm: str, seed: int, work: str, pair_dir: str,
         state = loop.reinforce(r, params)
         r.writer.close()
         r.samples.close()
-        metrics = evaluate(r, state.params, finding.eval, seed)
+        metrics, per_prompt = evaluate(r, state.params, finding, seed)
         rows = _rl_rows(os.path.join(pair_dir, "run"))
         metrics.update(train_metrics(rows, finding.curves))
         curves = _curves(rows, finding.curves)
-    result = {"arm": arm, "seed": seed, "metrics": metrics, "curves": curves,
-              "wall_s": time.time() - t0}
+    result = {"arm": arm, "seed": seed, "metrics": metrics, "per_prompt": per_prompt,
+              "warmup": warmup_record(wdir), "curves": curves, "wall_s": time.time() - t0}
     os.makedirs(pair_dir, exist_ok=True)
     workdir_lib.write_json_atomic(out_path, result)
     return {**result, "skipped": False, "dir": pair_dir}
@@ -235,9 +292,11 @@ def pair_path(finding: Finding, arm: str, seed: int, work: str) -> str:
     """work/_pairs/PAIR: PAIR hashes the arm's config at `seed` (warm-up-only arms: the
     warm-up's parts only), the evaluation and the recorded curves."""
     config = arm_config(finding, arm, seed)
-    what = ({"warmup": warmup_key(config)} if finding.is_warmup(arm)
+    what = ({"warmup": warmup_key(config, finding.warmup)} if finding.is_warmup(arm)
             else {"config": config.to_dict()})
-    what.update(eval=finding.eval.__dict__, curves=list(finding.curves))
+    if finding.warmup is not None and not finding.is_warmup(arm):
+        what["warmup"] = warmup_key(config, finding.warmup)
+    what.update(eval=finding.eval.key(), curves=list(finding.curves))
     return os.path.join(work, "_pairs", _hash(what))
 
 

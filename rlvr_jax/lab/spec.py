@@ -85,22 +85,66 @@ class Prereg:
             raise ValueError(f"Prereg.rule must be 'v1' or 'v2', got {self.rule!r}")
 
 
+EVAL_PROMPTS = ("stream", "all")
+CRITERION_STREAM = 1_000_003  # The warm-up criterion's prompts: test stream seed + 1 + this.
+
+
 @dataclasses.dataclass(frozen=True)
 class EvalSpec:
     """Held-out evaluation of every arm × seed: `num_samples` completions per prompt at
-    `temperature` on `num_prompts` test prompts (the seed's own test stream), pass@k for each
-    k in `ks` with the unbiased estimator (k <= num_samples), plus mean@n and maj@k."""
+    `temperature`, pass@k for each k in `ks` with the unbiased estimator (k <= num_samples),
+    plus mean@n and maj@k; the per-prompt values of the checked metrics are stored too (for
+    the seed × prompt bootstrap of the report).
+
+    prompts: "stream" — `num_prompts` prompts drawn from the seed's own test stream (each
+      seed its own draw); "all" — the task's whole fixed test split, the same prompts for
+      every seed, each once (`lab.heldout.whole_test_split`: small enumerable splits only,
+      e.g. 1–2 digit addition's ~1000 problems; `num_prompts` is then unused).
+    """
     num_prompts: int = 200
     num_samples: int = 64
     ks: Tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     temperature: float = 1.0
     batch_size: int = 50  # Prompts per compiled sampling call.
+    prompts: str = "stream"
 
     def __post_init__(self):
         if any(not 1 <= k <= self.num_samples for k in self.ks):
             raise ValueError(f"EvalSpec.ks must lie in [1, num_samples={self.num_samples}]")
-        if self.num_prompts % self.batch_size:
+        if self.prompts not in EVAL_PROMPTS:
+            raise ValueError(f"EvalSpec.prompts must be one of {EVAL_PROMPTS}, got "
+                             f"{self.prompts!r}")
+        if self.prompts == "stream" and self.num_prompts % self.batch_size:
             raise ValueError("EvalSpec.num_prompts must be a multiple of batch_size")
+
+    def key(self) -> Dict[str, Any]:
+        """What a stored pair's evaluation is identified by (`runner.pair_path`): the fields,
+        less `prompts` at its default (pairs stored before it existed keep their path)."""
+        d = dict(self.__dict__)
+        if d["prompts"] == "stream":
+            del d["prompts"]
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupCriterion:
+    """The shared warm-up trained to a criterion instead of a fixed step count: every
+    `every` supervised steps, greedy pass@1 on `num_prompts` held-out prompts (the test
+    split's stream at seed + 1 + CRITERION_STREAM: not the evaluation's draw, though with
+    `EvalSpec(prompts="all")` they lie inside the evaluated split); the warm-up stops at the
+    first check with pass@1 ≥ `until_pass1`, else after `max_steps` (0: the config's
+    sft.steps). Each seed's stopping step is stored with its results and reported."""
+    until_pass1: float
+    every: int = 50
+    max_steps: int = 0
+    num_prompts: int = 128
+
+    def __post_init__(self):
+        if not 0.0 <= self.until_pass1 <= 1.0:
+            raise ValueError(f"WarmupCriterion.until_pass1 must lie in [0, 1], got "
+                             f"{self.until_pass1}")
+        if self.every < 1 or self.max_steps < 0 or self.num_prompts < 1:
+            raise ValueError("WarmupCriterion: every >= 1, max_steps >= 0, num_prompts >= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +169,7 @@ class Finding:
       gates: mechanism gates (`Gate`); a failed one makes its checks "not testable here".
       prereg: the pre-registered checks / seed count, when the current ones differ.
       eval: the pass@k evaluation.
+      warmup: a `WarmupCriterion` (None: the config's fixed sft.steps).
       curves: training metrics (metrics.jsonl keys) kept per seed for the dynamics plot;
         each also gives the metrics "train:KEY" (its mean over the last 10% of the RL
         steps) and "train_avg:KEY" (over all of them), which checks may compare between
@@ -145,6 +190,7 @@ class Finding:
     gates: Sequence[Gate] = ()
     prereg: Prereg = Prereg()
     eval: EvalSpec = EvalSpec()
+    warmup: Optional[WarmupCriterion] = None
     curves: Sequence[str] = ("rollout/reward_mean", "train/entropy")
     quick: Dict[str, Any] = dataclasses.field(default_factory=dict)
     quick_eval: Optional[EvalSpec] = None
@@ -202,7 +248,8 @@ class Finding:
 
     def quick_version(self) -> "Finding":
         """The `--quick` smoke version: tiny warm-up / RL / evaluation, `quick_seeds` seeds;
-        checks on metrics the quick evaluation lacks are mapped to its largest k. Arms that
+        checks on metrics the quick evaluation lacks are mapped to its largest k; a warm-up
+        criterion is checked every step on 8 prompts up to the quick sft.steps. Arms that
         differ only in what `quick` overrides (e.g. their RL steps) become one pair."""
         ev = self.quick_eval or EvalSpec(num_prompts=8, num_samples=4, ks=(1, 2, 4),
                                          batch_size=8)
@@ -218,8 +265,11 @@ class Finding:
         prereg = dataclasses.replace(self.prereg, seeds=0, checks=[
             dataclasses.replace(c, metric=_clip_metric(c.metric, top))
             for c in self.prereg.checks])
+        warmup = self.warmup and dataclasses.replace(self.warmup, every=1, max_steps=0,
+                                                     num_prompts=8)
         return dataclasses.replace(self, arms=arms, checks=checks, seeds=self.quick_seeds,
-                                   eval=ev, schedule=(), gates=gates, prereg=prereg)
+                                   eval=ev, schedule=(), gates=gates, prereg=prereg,
+                                   warmup=warmup)
 
 
 def _is_train_metric(metric: str) -> bool:

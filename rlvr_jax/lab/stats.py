@@ -5,8 +5,10 @@ prompt bootstrap) that `lab.verdict` judges with.
 
 The v1 resampling is `rlvr_jax.evaluation.metrics.bootstrap_ci` (a percentile bootstrap over
 runs, the procedure of rliable's `get_interval_estimates`; the project's own, not the
-`rliable` package). Every interval here is over training seeds: the held-out prompts of a
-seed are averaged first, so the prompt-sampling noise is inside each seed's number.
+`rliable` package). Every interval here but the last is over training seeds: the held-out
+prompts of a seed are averaged first, so the prompt-sampling noise is inside each seed's
+number; `seed_prompt_bootstrap` resamples both (the report's "seed × prompt" intervals,
+from the per-prompt values new results store).
 """
 import math
 from typing import Any, Dict, List, Sequence, Tuple
@@ -94,7 +96,9 @@ def verdict(outcomes: Sequence[str]) -> str:
 
 
 def summarize(finding: Finding, results: Dict[str, list]) -> Dict[str, Any]:
-    """results.json's content from the runner's {arm: [pair result per seed]}."""
+    """results.json's content from the runner's {arm: [pair result per seed]}: per arm
+    also "per_prompt" {"prompts": [digest per seed], "values": {metric: [S][P]}} when every
+    seed stored it; "warmup": each seed's warm-up criterion record (None: fixed steps)."""
     arms: Dict[str, Any] = {}
     metrics = sorted({m for rows in results.values() for r in rows for m in r["metrics"]},
                      key=_metric_order)
@@ -102,6 +106,12 @@ def summarize(finding: Finding, results: Dict[str, list]) -> Dict[str, Any]:
         per_seed = [{"seed": r["seed"], **r["metrics"]} for r in rows]
         arms[arm] = arm_summary(per_seed, metrics, arm)
         arms[arm]["wall_s"] = [round(r["wall_s"], 1) for r in rows]
+        if all(r.get("per_prompt") for r in rows):  # Pairs stored before lab v2 lack it.
+            arms[arm]["per_prompt"] = {
+                "prompts": [r["per_prompt"]["prompts"] for r in rows],
+                "values": {m: [r["per_prompt"]["values"][m] for r in rows]
+                           for m in rows[0]["per_prompt"]["values"]
+                           if all(m in r["per_prompt"]["values"] for r in rows)}}
     checks = []
     for c in finding.checks:
         a = [r["metrics"][c.metric] for r in results[c.a]]
@@ -115,6 +125,7 @@ def summarize(finding: Finding, results: Dict[str, list]) -> Dict[str, Any]:
             "verdict": verdict([c["outcome"] for c in checks]), "checks": checks,
             "seeds": len(next(iter(results.values()))), "eval": dict(finding.eval.__dict__),
             "notes": finding.notes, "arms": arms,
+            "warmup": [rows[0].get("warmup") for rows in zip(*results.values())],
             "curves": {arm: [_thin(r.get("curves", {})) for r in rows]
                        for arm, rows in results.items()}}
 

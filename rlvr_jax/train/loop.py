@@ -11,9 +11,8 @@ The phases, in the order `run` calls them (each a function below):
   finish      summary.json; writers and checkpoints closed
 
 The phases are a small public API (`lab/runner.py` drives `setup`, `open_logs`, `warm_up`,
-`reinforce` as they are). Rewards are scored by the run's `scoring.Scorer`, rollouts drawn
-by its `rlvr_jax.sampler.Sampler`; the RL step composes the two (`step.make_step`). This is
-optional glue over those free functions.
+`reinforce` as they are). Rewards are scored by the run's `scoring.Scorer`, rollouts drawn by
+its `rlvr_jax.sampler.Sampler`; the RL step composes the two (`step.make_step`): optional glue.
 """
 import dataclasses
 import errno
@@ -188,8 +187,8 @@ def open_logs(r: Run, resumed: Optional[Dict[str, Any]] = None) -> None:
     r.samples = SampleWriter(r.workdir, enabled=main)
 
 
-def warm_up(r: Run, params):
-    """`config.sft.steps` supervised steps from `params`; returns the new params."""
+def warm_up(r: Run, params, stop: Optional[Callable[[int, Any], bool]] = None):
+    """`config.sft.steps` supervised steps from `params` (`stop`: `supervised_warmup`'s)."""
     config = r.config
     if config.sft.steps <= 0:
         return params
@@ -198,16 +197,16 @@ def warm_up(r: Run, params):
                                  seed=config.seed)
     with sharding.activate(r.placer.mesh, r.placer.rules):
         state = supervised_warmup(config, state, make_sft_step(r.model_config, tx), loader,
-                                  r.writer, sampler=r.sampler, placer=r.placer)
+                                  r.writer, sampler=r.sampler, placer=r.placer, stop=stop)
     return state.params
 
 
 def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up",
-                      sampler: Optional[Sampler] = None, placer=None):
+                      sampler: Optional[Sampler] = None, placer=None, stop=None):
     """`config.sft.steps` supervised steps on worked solutions (with a multi-turn `sampler`,
     the observation tokens in them are attended to but not predicted: `warmup_loss_mask`);
-    the batches placed by `placer` (a `build.Placer`) like the RL batches (None:
-    `jnp.asarray`, one process)."""
+    the batches placed by `placer` (a `build.Placer`) like the RL batches (None: `jnp.asarray`,
+    one process). `stop(step, params) -> bool` ends it after that step (the lab's criterion)."""
     place = (lambda b: jax.tree.map(jnp.asarray, b)) if placer is None else (
         lambda b: placer.batch(b, source=build.data_name(config) + " (warm-up)"))
     n_new = config.sampling.max_new_tokens
@@ -227,13 +226,16 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
                  "attention": np.concatenate([pmask, comp_mask.astype(np.int32)], 1),
                  "loss_mask": np.concatenate([np.zeros_like(pmask), targets], 1)}
         state, metrics = sft_step(state, place(batch))
-        if (i + 1) % config.log_every == 0 or i + 1 == config.sft.steps:
+        last = stop is not None and stop(i + 1, state.params)
+        if (i + 1) % config.log_every == 0 or i + 1 == config.sft.steps or last:
             metrics = {k: float(v) for k, v in metrics.items()}
             writer.write(i + 1, metrics, phase="sft")
             bar.set_postfix(loss=f"{metrics['sft/loss']:.3f}")
         bar.update(1)
         if i == 0:
             exclude_compile(bar)
+        if last:  # The criterion is met.
+            break
     bar.close()
     return state
 
