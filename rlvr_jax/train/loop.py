@@ -35,6 +35,7 @@ from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import adaptive, adapters, build, preempt
 from rlvr_jax.train import lock as lock_lib
+from rlvr_jax.train.state import FROZEN
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.sft import make_sft_step
 from rlvr_jax.train.step import make_step
@@ -417,7 +418,7 @@ def restore(r: Run, step: int, state):
         if adapters.enabled(r.config):  # The adapters, on the base saved once.
             base = adapters.restore_base(r.workdir, r.config, state.params)
             restored = restored.replace(params=lora.attach(base, restored.params))
-        return restored.replace(reward_params=state.reward_params), extra
+        return restored.replace(**{k: getattr(state, k) for k in FROZEN}), extra
     except (ValueError, TypeError, KeyError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise ConfigError(f"--workdir: the step-{step} checkpoint in {r.ckpt.directory} does not "
@@ -444,10 +445,9 @@ def restore_adaptive(r: Run, resumed) -> None:
 
 
 def _saved_part(state):
-    """The state a checkpoint holds: all of it but a reward model's frozen parameters, which
-    are read again from `reward.reward_model_path` on resume, and a LoRA policy's frozen
-    base (saved once: `adapters.save_base`)."""
-    return state.replace(reward_params=None, params=adapters.saved_params(state.params))
+    """The state a checkpoint holds: all but the frozen models (`FROZEN`: read again from their
+    paths on resume) and a LoRA policy's frozen base (saved once: `adapters.save_base`)."""
+    return state.replace(params=adapters.saved_params(state.params), **dict.fromkeys(FROZEN))
 
 
 def _saving(r: Run) -> bool:

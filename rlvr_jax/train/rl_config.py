@@ -99,6 +99,12 @@ class RLConfig:
         softmax(−r/T)·r instead of the exact minimum (T = 0).
       process_gate: outcome-gated process rewards: step rewards count only in completions
         whose final answer the verifier accepts.
+      teacher: on-policy distillation (`train/distill.py`): a scripts/train.py workdir or a
+        Hugging Face directory whose model scores the sampled tokens inside the step ("":
+        off); each token's advantage gains −teacher_coef·d_t.
+      teacher_coef: w of the per-token divergence term.
+      teacher_divergence: "reverse_kl" (d_t = log π − log π_teacher) or "jsd" (GKD's
+        generalised JSD with β = teacher_jsd_beta in (0, 1)).
     """
     num_prompts: int
     advantage: str = "grpo"
@@ -146,6 +152,10 @@ class RLConfig:
     process_form: str = "sum"
     process_temperature: float = 0.0
     process_gate: bool = False
+    teacher: str = ""
+    teacher_coef: float = 1.0
+    teacher_divergence: str = "reverse_kl"
+    teacher_jsd_beta: float = 0.5
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
@@ -156,6 +166,7 @@ class RLConfig:
         _check_choices(self)
         _check_ranges(self)
         _check_policy_loss(self)
+        _check_teacher(self)
 
     @property
     def needs_old_logprobs(self) -> bool:
@@ -249,6 +260,21 @@ def _check_policy_loss(rl: RLConfig) -> None:
     if rl.policy_loss == "nft" and (rl.positive_weight, rl.negative_weight) != (1.0, 1.0):
         raise ValueError("policy_loss='nft' needs positive_weight = negative_weight = 1 (weigh "
                          "wrong answers with nft_negative_weight)")
+
+
+def _check_teacher(rl: RLConfig) -> None:
+    if not rl.teacher:
+        return
+    if rl.teacher_divergence not in ("reverse_kl", "jsd"):
+        raise ValueError(f"teacher_divergence must be one of ('reverse_kl', 'jsd'), got "
+                         f"{rl.teacher_divergence!r}")
+    if not 0.0 < rl.teacher_jsd_beta < 1.0:
+        raise ValueError(f"teacher_jsd_beta must be in (0, 1), got {rl.teacher_jsd_beta}")
+    if rl.teacher_coef < 0:
+        raise ValueError(f"teacher_coef must be >= 0, got {rl.teacher_coef}")
+    if rl.policy_loss in SEQUENCE_LOSSES:
+        raise ValueError(f"rl.teacher gives per-token advantages, which policy_loss="
+                         f"{rl.policy_loss!r} (one advantage per sequence) cannot take")
 
 
 def defaults() -> dict:

@@ -25,7 +25,7 @@ from rlvr_jax import advantages as adv_lib
 from rlvr_jax import losses, models, sampling, scoring
 from rlvr_jax.models import ModelConfig, lora, transformer
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import microbatch, objective, reference
+from rlvr_jax.train import distill, microbatch, objective, reference
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, length_by_correctness, rollout_metrics
@@ -267,6 +267,11 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
         groups, kl_tok, kl_metrics = kl_in_reward(groups, exp, current, kl_coef, algo=algo, rl=rl)
         metrics.update(kl_metrics)
     exp, adv_metrics = advantages_stage(groups, exp, algo=algo, kl_tok=kl_tok, kl_coef=kl_coef)
+    if rl.teacher:  # On-policy distillation: the teacher's per-token term (train/distill.py).
+        exp, distill_metrics = distill.teacher_stage(state, exp, current, rl=rl,
+                                                     model_config=model_config,
+                                                     temperature=temperature)
+        metrics.update(distill_metrics)
     metrics.update(rollout_metrics(groups.rollout, groups.rewards, groups.valid))
     metrics.update(adv_metrics)
     state, train_metrics = optimise(state, exp, rng, algo=algo, model_config=model_config,
