@@ -14,7 +14,7 @@ from rlvr_jax import distributed, evaluation, models, multiturn, sampling, scori
 from rlvr_jax.data import datasets
 from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import adaptive, adapters, distill, reference
+from rlvr_jax.train import adaptive, adapters, distill, offpolicy, reference
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.errors import ConfigError, user_input
@@ -474,9 +474,15 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
     return state
 
 
-def place_rl_batch(placer: Placer, pb, width: int, source: str = "the RL batch") -> dict:
-    return placer.batch({"prompt_tokens": pb.tokens, "prompt_mask": prompt_mask(pb.lengths, width),
-                         "answers": pb.answers}, source)
+def place_rl_batch(placer: Placer, pb, config, tokenizer) -> dict:
+    """The RL batch of `pb` placed (+ the worked solutions with rl.offpolicy_per_group)."""
+    batch = {"prompt_tokens": pb.tokens, "answers": pb.answers,
+             "prompt_mask": prompt_mask(pb.lengths, config.data.max_prompt_len)}
+    if config.rl.offpolicy_per_group:
+        with user_input("rl.offpolicy_per_group"):
+            batch.update(offpolicy.solution_arrays(pb.examples, tokenizer,
+                                                   config.sampling.max_new_tokens))
+    return placer.batch(batch, data_name(config))
 
 
 def data_name(config) -> str:

@@ -323,8 +323,7 @@ def rl_step(r: Run, program, state, loader, i: int):
     t0 = time.perf_counter()
     pb = next(loader)
     with sharding.activate(r.placer.mesh, r.placer.rules):
-        batch = build.place_rl_batch(r.placer, pb, config.data.max_prompt_len,
-                                     build.data_name(config))
+        batch = build.place_rl_batch(r.placer, pb, config, r.tokenizer)
         state, metrics, samples = program(state, batch, pb.examples)
         if config.log_samples_every > 0 and (i + 1) % config.log_samples_every == 0:
             k = config.log_num_samples

@@ -105,6 +105,12 @@ class RLConfig:
       teacher_coef: w of the per-token divergence term.
       teacher_divergence: "reverse_kl" (d_t = log π − log π_teacher) or "jsd" (GKD's
         generalised JSD with β = teacher_jsd_beta in (0, 1)).
+      offpolicy_per_group: expert traces in the group (LUFFY; `train/offpolicy.py`): the
+        last k of the G rows of every group are the prompt's worked solution (0: off).
+      offpolicy_gamma: LUFFY's policy shaping f(x) = x / (x + γ) of the expert rows' ratio.
+      offpolicy_sft_weight, offpolicy_sft_weight_end, offpolicy_sft_decay_steps: CHORD's μ
+        of (1 − μ)·L_RL + μ·NLL(expert tokens), decaying linearly from the first to the
+        second over that many optimizer steps (0: constant); 0: LUFFY alone.
     """
     num_prompts: int
     advantage: str = "grpo"
@@ -156,6 +162,11 @@ class RLConfig:
     teacher_coef: float = 1.0
     teacher_divergence: str = "reverse_kl"
     teacher_jsd_beta: float = 0.5
+    offpolicy_per_group: int = 0
+    offpolicy_gamma: float = 0.1
+    offpolicy_sft_weight: float = 0.0
+    offpolicy_sft_weight_end: float = 0.0
+    offpolicy_sft_decay_steps: int = 0
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
@@ -167,6 +178,7 @@ class RLConfig:
         _check_ranges(self)
         _check_policy_loss(self)
         _check_teacher(self)
+        _check_offpolicy(self)
 
     @property
     def needs_old_logprobs(self) -> bool:
@@ -275,6 +287,21 @@ def _check_teacher(rl: RLConfig) -> None:
     if rl.policy_loss in SEQUENCE_LOSSES:
         raise ValueError(f"rl.teacher gives per-token advantages, which policy_loss="
                          f"{rl.policy_loss!r} (one advantage per sequence) cannot take")
+
+
+def _check_offpolicy(rl: RLConfig) -> None:
+    if rl.offpolicy_per_group < 0 or rl.offpolicy_sft_decay_steps < 0:
+        raise ValueError("offpolicy_per_group and offpolicy_sft_decay_steps must be >= 0")
+    if rl.offpolicy_gamma <= 0:
+        raise ValueError(f"offpolicy_gamma must be > 0, got {rl.offpolicy_gamma}")
+    for name in ("offpolicy_sft_weight", "offpolicy_sft_weight_end"):
+        if not 0.0 <= getattr(rl, name) <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {getattr(rl, name)}")
+    if rl.offpolicy_per_group and (rl.policy_loss in SEQUENCE_LOSSES or rl.pack_length or
+                                   rl.tis_cap):
+        raise ValueError("offpolicy_per_group needs a per-token policy loss, unpacked rows "
+                         "(pack_length=0) and no tis_cap (expert rows have no sampler "
+                         "log-probs)")
 
 
 def defaults() -> dict:
