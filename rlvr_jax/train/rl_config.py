@@ -103,8 +103,8 @@ class RLConfig:
         Hugging Face directory whose model scores the sampled tokens inside the step ("":
         off); each token's advantage gains −teacher_coef·d_t.
       teacher_coef: w of the per-token divergence term.
-      teacher_divergence: "reverse_kl" (d_t = log π − log π_teacher) or "jsd" (GKD's
-        generalised JSD with β = teacher_jsd_beta in (0, 1)).
+      teacher_divergence, teacher_jsd_beta: "reverse_kl" (d_t = log π − log π_teacher) or
+        "jsd" (GKD's generalised JSD(β), β = teacher_jsd_beta in (0, 1)).
       offpolicy_per_group: expert traces in the group (LUFFY; `train/offpolicy.py`): the
         last k of the G rows of every group are the prompt's worked solution (0: off).
       offpolicy_gamma: LUFFY's policy shaping f(x) = x / (x + γ) of the expert rows' ratio.
