@@ -24,7 +24,7 @@ from `rl.teacher` on resume).
 import json
 import os
 from types import SimpleNamespace
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import flax.struct
 import jax
@@ -34,6 +34,7 @@ from rlvr_jax import models, sharding
 from rlvr_jax.models import ModelConfig, lora
 from rlvr_jax.numerics import masked_mean
 from rlvr_jax.train import microbatch, objective, reference
+from rlvr_jax.train.errors import user_input
 from rlvr_jax.train.experience import Experience
 
 DIVERGENCES = ("reverse_kl", "jsd")
@@ -99,6 +100,15 @@ def teacher_stage(state, exp: Experience, student_logp, *, rl, model_config: Mod
 
 
 # ----------------------------------------------------------------------------- loading
+
+def teacher_of(rl, student: ModelConfig, placer) -> Optional[Teacher]:
+    """`load_teacher(rl.teacher, ...)` (None without rl.teacher); a problem is a one-line
+    `ConfigError` naming rl.teacher."""
+    if not rl.teacher:
+        return None
+    with user_input("rl.teacher"):
+        return load_teacher(rl.teacher, student, placer)
+
 
 def _is_hf_dir(path: str) -> bool:
     with open(os.path.join(path, "config.json")) as f:

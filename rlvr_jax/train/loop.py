@@ -33,7 +33,7 @@ from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import Tokenizer, load_tokenizer
 from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import adaptive, adapters, build, preempt
+from rlvr_jax.train import adaptive, adapters, build, distill, preempt
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train.state import FROZEN
 from rlvr_jax.train import workdir as workdir_lib
@@ -284,7 +284,8 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
                            reward_params=build.reward_model_params(config, rm, r.placer),
-                           reference_memory=config.mesh.reference_memory)
+                           reference_memory=config.mesh.reference_memory,
+                           teacher=distill.teacher_of(r.rl, r.model_config, r.placer))
     program = make_step(r.sampler, r.scorer, r.rl, tx, value_tx=value_tx)  # 1 or 2 programs.
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
