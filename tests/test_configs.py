@@ -178,6 +178,10 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
         assert "rollout/kept_group_fraction" in rec
     if config.rl.overlong_buffer > 0:
         assert "reward/overlong" in rec
+    if config.rl.hint_mode != "off":  # The hint pass ran inside the step (#41).
+        assert 0.0 <= rec["hint/hinted_group_fraction"] <= 1.0
+    if config.rl.offpolicy_per_group:  # Expert rows: the worked solutions, scored.
+        assert rec["offpolicy/reward_off"] > 0.0 and "rollout/all_wrong_fraction" in rec
     if "cosine_length" in config.reward.components:  # The term ran inside the step.
         assert -10.0 <= rec["reward/cosine_length"] <= 2.0 and "reward/token" in rec
     # Held-out evaluation after the warm-up (step 0) and after RL (step 1).

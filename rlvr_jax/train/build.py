@@ -477,8 +477,9 @@ def place_rl_batch(placer: Placer, pb, config, tokenizer) -> dict:
     """The RL batch of `pb` placed (+ the worked solutions with rl.offpolicy_per_group)."""
     batch = {"prompt_tokens": pb.tokens, "answers": pb.answers,
              "prompt_mask": prompt_mask(pb.lengths, config.data.max_prompt_len)}
-    if config.rl.offpolicy_per_group:
-        with user_input("rl.offpolicy_per_group"):
+    if config.rl.offpolicy_per_group or config.rl.hint_mode != "off":
+        with user_input("rl.offpolicy_per_group" if config.rl.offpolicy_per_group else
+                        "rl.hint_mode"):
             batch.update(offpolicy.solution_arrays(pb.examples, tokenizer,
                                                    config.sampling.max_new_tokens))
     return placer.batch(batch, data_name(config))

@@ -33,14 +33,13 @@ def solution_arrays(examples, tokenizer, max_new_tokens: int) -> Dict[str, np.nd
     is missing or longer than N."""
     missing = [ex.key for ex in examples if not ex.solution]
     if missing:
-        raise ValueError(f"rl.offpolicy_per_group: {missing[0]!r} has no worked solution (the "
-                         "task's, or a JSONL `solution` field)")
+        raise ValueError(f"{missing[0]!r} has no worked solution (the task's, or a JSONL "
+                         "`solution` field)")
     try:
         tokens, mask = datasets.completion_arrays([ex.solution for ex in examples], tokenizer,
                                                   max_len=max_new_tokens)
     except ValueError as e:
-        raise ValueError(f"rl.offpolicy_per_group: a worked solution does not fit "
-                         f"sampling.max_new_tokens ({e})") from e
+        raise ValueError(f"a worked solution does not fit sampling.max_new_tokens ({e})") from e
     return {"solution_tokens": tokens, "solution_mask": mask.astype(np.int32)}
 
 

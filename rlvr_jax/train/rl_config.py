@@ -111,6 +111,11 @@ class RLConfig:
       offpolicy_sft_weight, offpolicy_sft_weight_end, offpolicy_sft_decay_steps: CHORD's μ
         of (1 − μ)·L_RL + μ·NLL(expert tokens), decaying linearly from the first to the
         second over that many optimizer steps (0: constant); 0: LUFFY alone.
+      hint_mode: "off" | "on_fail" (groups whose samples are all wrong are sampled again
+        with a prefix of the worked solution after the prompt) | "schedule" (every group;
+        `train/hints.py`); one-program step only.
+      hint_fraction, hint_decay_steps: the prefix's share of the solution's tokens, decaying
+        linearly to 0 over that many optimizer steps (0: constant).
     """
     num_prompts: int
     advantage: str = "grpo"
@@ -167,6 +172,9 @@ class RLConfig:
     offpolicy_sft_weight: float = 0.0
     offpolicy_sft_weight_end: float = 0.0
     offpolicy_sft_decay_steps: int = 0
+    hint_mode: str = "off"
+    hint_fraction: float = 0.5
+    hint_decay_steps: int = 0
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
@@ -179,6 +187,7 @@ class RLConfig:
         _check_policy_loss(self)
         _check_teacher(self)
         _check_offpolicy(self)
+        _check_hints(self)
 
     @property
     def needs_old_logprobs(self) -> bool:
@@ -302,6 +311,15 @@ def _check_offpolicy(rl: RLConfig) -> None:
         raise ValueError("offpolicy_per_group needs a per-token policy loss, unpacked rows "
                          "(pack_length=0) and no tis_cap (expert rows have no sampler "
                          "log-probs)")
+
+
+def _check_hints(rl: RLConfig) -> None:
+    if rl.hint_mode not in ("off", "on_fail", "schedule"):
+        raise ValueError(f"hint_mode must be one of ('off', 'on_fail', 'schedule'), got "
+                         f"{rl.hint_mode!r}")
+    if not 0.0 < rl.hint_fraction <= 1.0 or rl.hint_decay_steps < 0:
+        raise ValueError(f"hint_fraction must be in (0, 1] and hint_decay_steps >= 0, got "
+                         f"{rl.hint_fraction} and {rl.hint_decay_steps}")
 
 
 def defaults() -> dict:

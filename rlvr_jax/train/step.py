@@ -25,7 +25,7 @@ from rlvr_jax import advantages as adv_lib
 from rlvr_jax import losses, models, sampling, scoring
 from rlvr_jax.models import ModelConfig, lora, transformer
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import distill, microbatch, objective, offpolicy, reference
+from rlvr_jax.train import distill, hints, microbatch, objective, offpolicy, reference
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, length_by_correctness, rollout_metrics
@@ -336,6 +336,21 @@ def _with_experts(rollout: sampling.Rollout, batch: Batch, rl: RLConfig, group_s
                                       group_size=group_size)
 
 
+def _with_hints(rollout: sampling.Rollout, state: TrainState, batch: Batch, rng, *,
+                sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig):
+    """`rollout` with rl.hint_mode's hinted groups (`train/hints.py`), and their metrics;
+    the verdicts that pick the failed groups are the scorer's of `rollout`."""
+    if rl.hint_mode == "off":
+        return rollout, {}
+    sc = sampler.sampling_config
+    x = scoring.Inputs(rollout, answers=jnp.repeat(batch["answers"], sc.num_samples, axis=0),
+                       group_size=sc.num_samples, reward_params=state.reward_params)
+    return hints.with_hints(
+        rollout, scorer.score_device(x, None)[2], batch, jax.random.fold_in(rng, 1), state.step,
+        trace=lambda b, r: sampler.trace(state.params, b, r)[0], rl=rl,
+        group_size=sc.num_samples, pad_id=sc.pad_id)
+
+
 def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig, *,
                    decode_shardings=None):
     """Jitted `(params, batch, rng) -> Rollout` (plain sampling; a `Sampler` for episodes)."""
@@ -408,8 +423,11 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout, episodes = sampler.trace(state.params, batch, sample_rng)
         rollout = _with_experts(rollout, batch, rl, sampling_config.num_samples)
+        rollout, hint_metrics = _with_hints(rollout, state, batch, sample_rng, sampler=sampler,
+                                            scorer=scorer, rl=rl)
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
                                          batch["answers"], None, update_rng)
+        metrics.update(hint_metrics)
         return (state, metrics, samples) if return_rollout else (state, metrics)
     return rl_step
 
@@ -425,6 +443,9 @@ def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
     batch's P' examples. The state is donated.
     """
     sc = sampler.sampling_config
+    if rl.hint_mode != "off":
+        raise ValueError("rl.hint_mode needs the one-program step (a traceable sampler and "
+                         "scorer: no host terms or host environment)")
     scorer.start()  # Its host pool, if any: started before the first step's samples.
     finish = jax.jit(functools.partial(
         score_and_update, scorer=scorer, model_config=sampler.model_config,
