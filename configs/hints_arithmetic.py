@@ -9,7 +9,8 @@ of the worked solution after the prompt (the hint masked from the loss).
 samples the verifier all rejects, each prompt followed by the first ⌊rl.hint_fraction·len⌋
 tokens of its worked solution; the hinted completion (hint ++ continuation) is scored by the
 same verifier and trained on its continuation only (`train/hints.py`). metrics.jsonl logs
-`hint/hinted_group_fraction` and `rollout/all_wrong_fraction` (before hints).
+`hint/hinted_group_fraction` (with on_fail: the share of groups all wrong before the hint)
+and `rollout/all_wrong_fraction` (the groups still all wrong with it).
 """
 from rlvr_jax.train.config import arithmetic_config
 
