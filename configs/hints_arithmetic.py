@@ -1,5 +1,5 @@
-"""GRPO + hints on addition (1-3 digits with the flags below): groups that are all wrong are sampled again with half
-of the worked solution after the prompt (the hint masked from the loss).
+"""GRPO + hints on addition (1-3 digits with the flags below): all-wrong groups are sampled
+again with half of the worked solution after the prompt (the hint masked from the loss).
 
     python scripts/train.py --config configs/hints_arithmetic.py --workdir runs/hints \
         --config.data.task_kwargs.max_digits=3 --config.data.max_prompt_len=10 \
