@@ -13,6 +13,7 @@ code), else by `reward.verifier`. Parsing and validation: `scoring.scorer.parse_
 and `check_reward_config`.
 """
 import functools
+import os
 
 from rlvr_jax.scoring import host_reward
 from rlvr_jax.scoring.reward_model import check_reward_model_path
@@ -57,6 +58,9 @@ def check_judge(reward, names) -> None:
         raise ValueError("reward.components: 'judge' and 'reward_model' do not go together "
                          "(one frozen scoring model per run, state.reward_params)")
     if "judge" in names:
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ValueError(f"reward.judge_path: {path} has no config.json (a scripts/train.py "
+                             "run directory or a local HF *ForCausalLM directory)")
         try:
             split_template(reward.judge_template)
         except ValueError as e:
