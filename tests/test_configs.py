@@ -289,10 +289,11 @@ def test_judge_config_validates_and_builds(name, tmp_path, tmp_path_factory):
     config.reward.judge_path = judge_run
     validate(config)
     tok = load_tokenizer(config.tokenizer)
-    spec = build.build_reward_model(config, tok)
+    from rlvr_jax.train import judges
+    spec = judges.scoring_model(config, tok)
     assert isinstance(spec, scoring.Judge) and spec.weight == 1.0 and spec.no >= 0
     mesh, rules = build.build_mesh(config)
-    placed = build.reward_model_params(config, spec, build.Placer(mesh, rules, spec.config))
+    placed = judges.scoring_model_params(config, spec, build.Placer(mesh, rules, spec.config))
     _, want = load_run(judge_run, tokenizer=tok)
     for a, b in zip(jax.tree.leaves(placed), jax.tree.leaves(want)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -58,13 +58,13 @@ def check_judge(reward, names) -> None:
         raise ValueError("reward.components: 'judge' and 'reward_model' do not go together "
                          "(one frozen scoring model per run, state.reward_params)")
     if "judge" in names:
-        if not os.path.isfile(os.path.join(path, "config.json")):
-            raise ValueError(f"reward.judge_path: {path} has no config.json (a scripts/train.py "
-                             "run directory or a local HF *ForCausalLM directory)")
         try:
             split_template(reward.judge_template)
         except ValueError as e:
             raise ValueError(f"reward.judge_template: {e}") from None
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ValueError(f"reward.judge_path: {path} has no config.json (a scripts/train.py "
+                             "run directory or a local HF *ForCausalLM directory)")
         if reward.judge_microbatches < 1:
             raise ValueError(f"reward.judge_microbatches: must be >= 1, got "
                              f"{reward.judge_microbatches}")

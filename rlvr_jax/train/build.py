@@ -429,9 +429,6 @@ def build_reward_model(config, tokenizer):
     raises `ConfigError` naming `reward.reward_model_path`."""
     r = config.reward
     weights = dict(scoring.parse_components(r))
-    if "judge" in weights:  # The one frozen scoring model may be a judge (train/judges.py).
-        from rlvr_jax.train import judges
-        return judges.open_judge(config, tokenizer, weight=weights["judge"])
     if "reward_model" not in weights:
         return None
     with user_input("reward.reward_model_path"):
@@ -447,9 +444,6 @@ def reward_model_params(config, reward_model, placer: Placer):
     process reads only its devices' slices of `reward.reward_model_path`."""
     if reward_model is None:
         return None
-    if isinstance(reward_model, scoring.Judge):
-        from rlvr_jax.train import judges
-        return judges.judge_params(config.reward.judge_path, reward_model, placer)
     return scoring.load_reward_params(config.reward.reward_model_path, reward_model,
                                       placer.shardings)
 

@@ -1,5 +1,7 @@
 """A run's generative judge (`scoring.judge`) from `config.reward.judge_*`.
 
+`scoring_model` / `scoring_model_params` are what a run calls for its one frozen scoring
+model (a judge here, else `build.build_reward_model`'s reward model).
 `reward.judge_path` is a `scripts/train.py` run directory (its config.json and latest intact
 checkpoint) or a local Hugging Face `*ForCausalLM` directory. `open_judge` reads no weight;
 `judge_params` reads them born sharded like the policy's (placed by the run's `Placer`).
@@ -13,6 +15,8 @@ import ml_collections
 from rlvr_jax import scoring
 from rlvr_jax.models import hf, hf_slices, transformer
 from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.train import build
+from rlvr_jax.train.checkpoint import Checkpointer, checked_step
 from rlvr_jax.train.errors import user_input
 
 
@@ -29,10 +33,9 @@ def judge_model_config(path: str, tokenizer, *, dtype: str, param_dtype: str) ->
         raise FileNotFoundError(f"{config_file} not found (a scripts/train.py run directory or "
                                 "a local Hugging Face *ForCausalLM directory)")
     if is_run_dir(path):
-        from rlvr_jax.train.build import build_model_config
         with open(config_file) as f:
             stored = ml_collections.ConfigDict(json.load(f))
-        config = build_model_config(stored, tokenizer)
+        config = build.build_model_config(stored, tokenizer)
         if config.lora_rank:
             raise ValueError(f"{path} is a LoRA run; export it (scripts/convert_checkpoint.py) "
                              "and pass the HF directory")
@@ -43,6 +46,22 @@ def judge_model_config(path: str, tokenizer, *, dtype: str, param_dtype: str) ->
         raise ValueError(f"{path} is a reward model ({raw['architectures'][0]}), not an LM: "
                          "use reward.components=reward_model")
     return hf.config_from_hf(raw, dtype=dtype, param_dtype=param_dtype)
+
+
+def scoring_model(config, tokenizer):
+    """The run's frozen scoring model: its `scoring.Judge` with the `judge` component, else
+    `build.build_reward_model` (a `scoring.RewardModel` or None). No weight is read."""
+    weights = dict(scoring.parse_components(config.reward))
+    if "judge" in weights:
+        return open_judge(config, tokenizer, weight=weights["judge"])
+    return build.build_reward_model(config, tokenizer)
+
+
+def scoring_model_params(config, model, placer):
+    """The frozen parameters of `scoring_model(...)` (None: None), born sharded by `placer`."""
+    if isinstance(model, scoring.Judge):
+        return judge_params(config.reward.judge_path, model, placer)
+    return build.reward_model_params(config, model, placer)
 
 
 def open_judge(config, tokenizer, *, weight: float) -> scoring.Judge:
@@ -72,7 +91,6 @@ def judge_params(path: str, judge: scoring.Judge, placer):
     placed = placer.shardings(shapes, transformer.param_logical_axes(config))
     if not is_run_dir(path):
         return hf_slices.load_hf_params_sharded(path, config, placed)
-    from rlvr_jax.train.checkpoint import Checkpointer, checked_step
     directory = os.path.join(path, "checkpoints")
     step = checked_step(directory)
     abstract = jax.tree.map(lambda s, p: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=p),
