@@ -53,6 +53,9 @@ BUILD_ONLY = ("code_grpo", "countdown_grpo", "format_arithmetic", "sorting_grpo"
 # Need a trained reward model (scripts/train_reward_model.py): validated and built with a
 # tiny exported one instead of run (test_reward_model_config_validates_and_builds).
 REWARD_MODEL = ("reward_model_arithmetic",)
+# Needs a trained judge (scripts/train_judge.py): validated and built with the quickstart's
+# small run as the judge (a run directory) instead of run (test_judge_config_validates_...).
+JUDGE = ("judge_arithmetic",)
 # Beyond one outcome reward (process rewards, a noisy verifier, label-free rewards): validated,
 # built and scored on their own worked solutions (no RL step; the steps with these features
 # run in tests/test_process_step.py and tests/test_noise_label_free.py).
@@ -151,6 +154,9 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
                     "on-device scoring runs in tests/test_reward_model_step.py)")
     if name in REWARD_FEATURES:
         pytest.skip("reward-feature config: test_reward_feature_config_builds_and_scores")
+    if name in JUDGE:
+        pytest.skip("judge config: test_judge_config_validates_and_builds (the on-device "
+                    "scoring runs in tests/test_judge.py)")
     if name in MULTITURN:
         pytest.skip("multi-turn config: test_multiturn_config_builds_and_replays_its_traces")
     if name in TEACHER:
@@ -292,6 +298,36 @@ def test_check_key_names_the_unknown_part_and_suggests():
         check_key(config, "rl.stepz")
     with pytest.raises(ValueError, match="config has no field 'rll'"):
         check_key(config, "rll.steps")
+
+
+@pytest.mark.parametrize("name", JUDGE)
+def test_judge_config_validates_and_builds(name, tmp_path, tmp_path_factory):
+    """A missing judge is a one-line error before anything compiles; a run directory (the
+    quickstart's small run) validates, loads (its checkpoint's parameters, born placed) and
+    gives the on-device judge term (the token verifier at weight 0 beside it) — no RL step."""
+    import jax
+    from rlvr_jax.train.checkpoint import load_run
+    from rlvr_jax.train.validate import validate
+    config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    config.reward.judge_path = str(tmp_path / "missing")
+    with pytest.raises(ConfigError, match=r"^reward\.judge_path: .*has no config\.json"):
+        validate(config)
+    judge_run = _run("quickstart", tmp_path_factory)[2]
+    config.reward.judge_path = judge_run
+    validate(config)
+    tok = load_tokenizer(config.tokenizer)
+    from rlvr_jax.train import judges
+    spec = judges.scoring_model(config, tok)
+    assert isinstance(spec, scoring.Judge) and spec.weight == 1.0 and spec.no >= 0
+    mesh, rules = build.build_mesh(config)
+    placed = judges.scoring_model_params(config, spec, build.Placer(mesh, rules, spec.config))
+    _, want = load_run(judge_run, tokenizer=tok)
+    for a, b in zip(jax.tree.leaves(placed), jax.tree.leaves(want)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    task, _, _ = build.build_task_and_sources(config)
+    scorer = _scorer(config, task, tok, spec)
+    assert scorer.traceable and [t.name for t in scorer.terms] == ["token", "judge"]
+    assert scorer.terms[0].fn.keywords == {"weight": 0.0, "log": True}
 
 
 @pytest.mark.parametrize("name", REWARD_MODEL)

@@ -13,6 +13,7 @@ code), else by `reward.verifier`. Parsing and validation: `scoring.scorer.parse_
 and `check_reward_config`.
 """
 import functools
+import os
 
 from rlvr_jax.scoring import host_reward
 from rlvr_jax.scoring.reward_model import check_reward_model_path
@@ -40,6 +41,33 @@ def check_reward_model(reward, names) -> None:
     if reward.get("reward_model_microbatches", 1) < 1:
         raise ValueError(f"reward.reward_model_microbatches: must be >= 1, got "
                          f"{reward.reward_model_microbatches}")
+
+
+def check_judge(reward, names) -> None:
+    """The `judge` component and `reward.judge_path` come together, without `reward_model`
+    (one frozen scoring model per run); the template parses (`judge.split_template`)."""
+    from rlvr_jax.scoring.judge import split_template
+    path = reward.get("judge_path", "")
+    if "judge" in names and not path:
+        raise ValueError("reward.judge_path: is empty; the 'judge' component needs a "
+                         "scripts/train.py run directory or a local HF *ForCausalLM directory")
+    if path and "judge" not in names:
+        raise ValueError(f"reward.judge_path: is set but 'judge' is not in reward.components "
+                         f"({reward.components!r}); add it, e.g. reward.components=judge")
+    if "judge" in names and "reward_model" in names:
+        raise ValueError("reward.components: 'judge' and 'reward_model' do not go together "
+                         "(one frozen scoring model per run, state.reward_params)")
+    if "judge" in names:
+        try:
+            split_template(reward.judge_template)
+        except ValueError as e:
+            raise ValueError(f"reward.judge_template: {e}") from None
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ValueError(f"reward.judge_path: {path} has no config.json (a scripts/train.py "
+                             "run directory or a local HF *ForCausalLM directory)")
+        if reward.judge_microbatches < 1:
+            raise ValueError(f"reward.judge_microbatches: must be >= 1, got "
+                             f"{reward.judge_microbatches}")
 
 
 def host_component(name: str, task):

@@ -7,6 +7,7 @@ in the module it belongs to and add one `register` line here (or call
 import functools
 
 from rlvr_jax.scoring import components, episodes, label_free, noise, process, shaping
+from rlvr_jax.scoring.judge import judge_term
 from rlvr_jax.scoring.reward_model import reward_model_term
 from rlvr_jax.scoring.terms import register
 from rlvr_jax.scoring.verifiers import token_term
@@ -37,5 +38,7 @@ register("cosine_length", shaping.cosine_length_term, "device")
 register("length_penalty", shaping.length_penalty_term, "device")
 # A learned reward model's score of prompt + completion (reward.reward_model_path).
 register("reward_model", reward_model_term, "device")
+# A generative judge's P(yes) for question + answer (reward.judge_path; scoring/judge.py).
+register("judge", judge_term, "device")
 # A multi-turn environment's per-turn rewards (env.name).
 register("env", episodes.env_term, "device", component=False)

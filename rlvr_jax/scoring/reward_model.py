@@ -104,7 +104,7 @@ def reward_model_term(setup, weight):
     verdicts; None without a reward model. Its parameters are `x.reward_params`."""
     del weight
     rm = setup.reward_model
-    if rm is None:
+    if not isinstance(rm, RewardModel):  # None, or a judge (`scoring.judge`).
         return None
 
     def fn(rewards, x):

@@ -218,6 +218,7 @@ def check_reward_config(reward) -> None:
                          f"device terms ({', '.join(sorted(device))}); got "
                          f"{reward.components!r} (use 'task' for the host)")
     comp.check_reward_model(reward, names)
+    comp.check_judge(reward, names)
     if names and not set(names) - {"overlong", "length_penalty"}:
         raise ValueError(f"reward.components: {reward.components!r} alone is no reward; add "
                          "a correctness or format component")

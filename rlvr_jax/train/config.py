@@ -81,13 +81,21 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.reward.verifier = "auto"       # auto | token (on device) | task | math | math_verify (host).
     c.reward.components = ""         # "" = the verifier alone; or e.g. "task,format": names
     #                                  from token task math math_verify code format overlong
-    #                                  cosine_length length_penalty reward_model.
+    #                                  cosine_length length_penalty reward_model judge.
     c.reward.weights = ""            # One float per component, e.g. "1.0,0.2" ("" = all 1).
     c.reward.num_workers = 2         # Host scoring processes (0: in the trainer's process).
     c.reward.timeout_s = 5.0         # Per sample in those processes; past it the sample scores 0.
     c.reward.reward_model_path = ""  # The `reward_model` component: a local HF directory of a
     #                                  *ForSequenceClassification model, scored on device.
     c.reward.reward_model_microbatches = 1  # Score the sampled sequences in this many slices.
+    # The `judge` component (scoring/judge.py): a frozen LM's P(yes), scored on device.
+    c.reward.judge_path = ""         # A scripts/train.py run directory or a local HF *ForCausalLM
+    #                                  directory (the policy's tokenizer).
+    c.reward.judge_template = "Question: {question}\nAnswer: {answer}\nCorrect? "  # Also
+    #                                  {reference}: the task's integer answer.
+    c.reward.judge_yes = "Y"         # The verdict tokens (one token each); judge_no "": P(yes)
+    c.reward.judge_no = "N"          # over the vocabulary, else P(yes) / (P(yes) + P(no)).
+    c.reward.judge_microbatches = 1  # Score the judge's rows in this many slices.
     c.reward.noise_fn_rate = 0.0     # Noisy verifier: P(a correct completion scores 0) (p1).
     c.reward.noise_fp_rate = 0.0     # ...P(a wrong completion scores 1) (p0); p1 = 1 - p0 = 1 - g
     #                                  gives Bernoulli(g) random rewards (scoring/noise.py).

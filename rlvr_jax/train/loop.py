@@ -33,7 +33,7 @@ from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import Tokenizer, load_tokenizer
 from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import adaptive, adapters, build, distill, preempt
+from rlvr_jax.train import adaptive, adapters, build, distill, judges, preempt
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train.state import FROZEN
 from rlvr_jax.train import workdir as workdir_lib
@@ -140,7 +140,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
         mesh, rules = build.build_mesh(config)
     rl = rl_config_from(config)
     placer = build.Placer(mesh, rules, model_config)
-    reward_model = build.build_reward_model(config, tokenizer)
+    reward_model = judges.scoring_model(config, tokenizer)  # A reward model or a judge.
     env = build.build_env(config, tokenizer)
     with user_input("reward"):
         scorer = scoring.scorer_from_config(config, task, tokenizer, rl=rl,
@@ -283,7 +283,7 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
                                     jax.random.fold_in(r.keys["init"], 1))   # the adapters.
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
-                           reward_params=build.reward_model_params(config, rm, r.placer),
+                           reward_params=judges.scoring_model_params(config, rm, r.placer),
                            reference_memory=config.mesh.reference_memory,
                            teacher=distill.teacher_of(r.rl, r.model_config, r.placer))
     program = make_step(r.sampler, r.scorer, r.rl, tx, value_tx=value_tx)  # 1 or 2 programs.

@@ -1,0 +1,214 @@
+"""A generative judge scored on device (`scoring.judge`): its P(yes) of the judge rows built
+from the rollout's tokens equals an independent float64 NumPy computation from the judge's
+logits of the compact text; jit = eager; masked tokens change nothing; inside the one RL
+program with its parameters sharded over 8 fake devices; config errors name the field."""
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import pytest
+
+from rlvr_jax import models, sampling, scoring, sharding, tasks
+from rlvr_jax.data import datasets
+from rlvr_jax.models import hf
+from rlvr_jax.scoring import judge as judge_lib
+from rlvr_jax.train import judges
+from rlvr_jax.train import step as step_lib
+from rlvr_jax.train.build import Placer
+from rlvr_jax.train.state import create_train_state
+from tests import numerics
+
+P, G, TP, N = 8, 2, 10, 8
+TEMPLATE = "Q: {question} Ref: {reference} A: {answer} ok? "
+MESH = {"data": 2, "fsdp": 4, "tensor": 1}
+
+
+@pytest.fixture(scope="module")
+def setup(tok, model_config):
+    task = tasks.get("arithmetic", ops=("add",), min_digits=1, max_digits=2)
+    pb = next(datasets.PromptLoader(datasets.TaskSource(task, seed=0), tok, batch_size=P,
+                                    max_prompt_len=TP))
+    pmask = (np.arange(TP)[None, :] >= TP - pb.lengths[:, None]).astype(np.int32)
+    answers = np.array(pb.answers, np.int32)
+    answers[0] = -answers[0] - 7  # A negative reference too.
+    rng = np.random.default_rng(1)
+    chars = np.array(tok.encode("0123456789+= "), np.int32)  # Text that round-trips.
+    tokens = chars[rng.integers(0, len(chars), size=(P * G, N))]
+    lengths = rng.integers(1, N + 1, size=P * G)
+    mask = (np.arange(N)[None, :] < lengths[:, None]).astype(np.int32)
+    tokens[np.arange(0, P * G, 2), lengths[::2] - 1] = tok.eos_id  # Half end with the stop.
+    rollout = sampling.Rollout(
+        tokens=jnp.asarray(tokens), mask=jnp.asarray(mask), logprobs=jnp.zeros((P * G, N)),
+        lengths=jnp.asarray(lengths), finished=jnp.ones((P * G,), bool),
+        prompt_tokens=jnp.asarray(np.repeat(pb.tokens, G, 0)),
+        prompt_mask=jnp.asarray(np.repeat(pmask, G, 0)))
+    # A judge of another shape than the policy (3 layers), random, logits scaled up.
+    jc = model_config.replace(n_layers=3)
+    jp = models.init_params(jc, jax.random.PRNGKey(5))
+    jp["embed"] = jp["embed"] * 30.0
+    return rollout, jnp.repeat(jnp.asarray(answers), G), jc, jp
+
+
+def _compact_rows(tok, rollout, answers):
+    """Each row's judge prompt as a list of ids, built on the host from the text."""
+    rows = []
+    for b in range(rollout.tokens.shape[0]):
+        q = [int(t) for t, m in zip(rollout.prompt_tokens[b], rollout.prompt_mask[b])
+             if m and t != tok.bos_id]
+        a = [int(t) for t, m in zip(rollout.tokens[b], rollout.mask[b]) if m and t != tok.eos_id]
+        text = TEMPLATE.format(question=tok.decode(q), answer=tok.decode(a),
+                               reference=str(int(answers[b])))
+        rows.append([tok.bos_id] + tok.encode(text))
+    return rows
+
+
+def _reference_p(jp, jc, rows, judge):
+    """float64 NumPy P(yes) from the judge's float32 logits after each compact row (all
+    right-padded into one batch: causal, so the last real token reads no padding), and the
+    bound on those logits against the padded rows' (two forward orders)."""
+    width = max(len(r) for r in rows)
+    ids = np.array([r + [0] * (width - len(r)) for r in rows], np.int32)
+    att = (np.arange(width)[None, :] < np.array([len(r) for r in rows])[:, None]).astype(np.int32)
+    out = np.asarray(models.jit_forward(jp, jnp.asarray(ids), jnp.asarray(att), config=jc))
+    logits = out[np.arange(len(rows)), [len(r) - 1 for r in rows]].astype(np.float64)
+    atol = numerics.reorder_atol(numerics.forward_chain(jc, width + TP + N),
+                                 np.abs(logits).max())
+    if judge.no >= 0:
+        p = 1.0 / (1.0 + np.exp(logits[:, judge.no] - logits[:, judge.yes]))
+    else:
+        v = logits[:, :judge.vocab]
+        m = v.max(1, keepdims=True)
+        p = np.exp(v[:, judge.yes] - m[:, 0] - np.log(np.sum(np.exp(v - m), 1)))
+    return p, atol, logits
+
+
+@pytest.mark.parametrize("no", ["n", ""])
+def test_p_yes_equals_numpy_from_the_compact_text(setup, tok, no):
+    """P(yes) of the padded on-device rows = float64 P(yes) of the compact text rows; the
+    builtin tokenizer spells the template's pieces as the whole text (character-level)."""
+    rollout, answers, jc, jp = setup
+    judge = scoring.make_judge(jc, tok, template=TEMPLATE, yes="y", no=no)
+    got_jit = jax.jit(lambda p, r, a: scoring.judge_scores(p, r, a, judge=judge))(
+        jp, rollout, answers)
+    got_eager = scoring.judge_scores(jp, rollout, answers, judge=judge)
+    rows = _compact_rows(tok, rollout, answers)
+    tokens, mask = judge_lib.judge_inputs(judge, rollout, answers)
+    for b, ids in enumerate(rows):  # The device rows, padding dropped, are the text rows.
+        assert list(np.asarray(tokens[b])[np.asarray(mask[b]) == 1]) == ids
+    want, logit_atol, logits = _reference_p(jp, jc, rows, judge)
+    assert np.std(np.log(want)) > 1e-3  # P(yes) differs between rows: a real comparison.
+    # Each logit within logit_atol (two forward orders); log P(yes) moves by at most twice
+    # that (its logit and the log-sum-exp, or l_yes − l_no), plus the float32 log-softmax's
+    # own error and the exp: a bound relative to p (|Δp| ≤ p·|Δ log p|, to first order).
+    rtol = 2.1 * logit_atol + numerics.log_softmax_atol(logits) + numerics.ref_atol(
+        2, 1.0, transcendentals=2)
+    for got in (got_jit, got_eager):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=0)
+    # jit and eager: the same float32 operations in possibly different fusions.
+    np.testing.assert_allclose(np.asarray(got_jit), np.asarray(got_eager), rtol=2 * rtol)
+
+
+def test_masked_tokens_change_nothing(setup, tok):
+    """Other ids under mask 0 (prompt padding, after the stop): bitwise the same P(yes):
+    a masked key's softmax weight is exactly 0 and no real token reads a masked one."""
+    rollout, answers, jc, jp = setup
+    judge = scoring.make_judge(jc, tok, template=TEMPLATE, yes="y", no="n", microbatches=2)
+    score = jax.jit(lambda r: scoring.judge_scores(jp, r, answers, judge=judge))
+    rng = np.random.default_rng(7)
+    other = rollout.replace(
+        tokens=jnp.where(rollout.mask == 1, rollout.tokens,
+                         jnp.asarray(rng.integers(30, 60, rollout.tokens.shape), jnp.int32)),
+        prompt_tokens=jnp.where(rollout.prompt_mask == 1, rollout.prompt_tokens,
+                                jnp.asarray(rng.integers(30, 60, (P * G, TP)), jnp.int32)))
+    np.testing.assert_array_equal(np.asarray(score(rollout)), np.asarray(score(other)))
+
+
+def test_in_the_rl_step_sharded_over_8_devices(setup, tok, model_config, params):
+    """The judge alone trains the policy (the verifier measures): the program's rewards are
+    weight · P(yes) of its own samples; the judge is sharded and frozen."""
+    _, _, jc, jp = setup
+    task = tasks.get("arithmetic", ops=("add",), min_digits=1, max_digits=2)
+    pb = next(datasets.PromptLoader(datasets.TaskSource(task, seed=0), tok, batch_size=P,
+                                    max_prompt_len=TP))
+    pmask = (np.arange(TP)[None, :] >= TP - pb.lengths[:, None]).astype(np.int32)
+    batch = {"prompt_tokens": pb.tokens, "prompt_mask": pmask, "answers": pb.answers}
+    mesh, rules = sharding.make_mesh(MESH), sharding.get_rules("fsdp")
+    placer = Placer(mesh, rules, model_config)
+    placed = jax.device_put(jax.tree.map(jnp.copy, jp),  # The step donates its state.
+                            placer.shardings(jp, models.param_logical_axes(jc)))
+    assert any(not leaf.sharding.is_fully_replicated for leaf in jax.tree.leaves(placed))
+    tx = optax.adam(1e-3)
+    pp = placer.params(jax.tree.map(jnp.copy, params))
+    state = create_train_state(pp, tx, jax.random.PRNGKey(3), reward_params=placed)
+    state = state.replace(opt_state=placer.opt_state(state.opt_state, tx, pp))
+    judge = scoring.make_judge(jc, tok, weight=2.0, yes="y", no="n")
+    sc = sampling.SamplingConfig(max_new_tokens=N, num_samples=G, stop_token_ids=(tok.eos_id,),
+                                 pad_id=tok.pad_id)
+    verifier = tasks.make_token_verifier(tok)
+    setup_ = scoring.Setup(scoring.Verifier(verify=None, answer_key=None, token=verifier),
+                           reward_model=judge, num_samples=G, components=("judge",))
+    rl_step = step_lib.make_rl_step(model_config, sc, step_lib.RLConfig(num_prompts=P), tx,
+                                    return_rollout=True,
+                                    scorer=scoring.assemble(setup_, {"judge": 2.0}))
+    with sharding.activate(mesh, rules):
+        new, metrics, samples = rl_step(state, placer.batch(batch))
+    rollout = sampling.Rollout(
+        tokens=jnp.asarray(samples["tokens"]), mask=jnp.asarray(samples["mask"]),
+        logprobs=jnp.zeros((P * G, N)), lengths=jnp.asarray(np.sum(samples["mask"], 1)),
+        finished=jnp.ones((P * G,), bool), prompt_tokens=jnp.asarray(np.repeat(pb.tokens, G, 0)),
+        prompt_mask=jnp.asarray(np.repeat(pmask, G, 0)))
+    want = np.asarray(scoring.judge_scores(jp, rollout, judge=judge))
+    # Two float32 forward passes (sharded vs one device) into a sigmoid (slope ≤ 1/4, so
+    # |Δp| ≤ |Δ(l_yes − l_no)| / 4 ≤ 2·logit bound / 4); the weight 2 is exact.
+    logits = np.asarray(judge_lib.judge_logits(jp, *judge_lib.judge_inputs(judge, rollout),
+                                               config=jc))
+    atol = numerics.reorder_atol(numerics.forward_chain(jc, TP + N + 40),
+                                 np.abs(logits).max()) + numerics.ref_atol(2, 1.0, 1)
+    np.testing.assert_allclose(np.asarray(samples["rewards"]) / 2.0, want, rtol=0, atol=atol)
+    assert "reward/judge_fp" in metrics and "reward/judge_fn" in metrics
+    for a, b in zip(jax.tree.leaves(new.reward_params), jax.tree.leaves(jp)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # Frozen.
+
+
+def test_open_from_an_hf_directory(setup, tok, tmp_path):
+    """reward.judge_path: an HF *ForCausalLM directory read born placed; the same params."""
+    _, _, jc, jp = setup
+    hf.save_hf_checkpoint(jp, jc, str(tmp_path))
+    config = ml_collections.ConfigDict({
+        "model": {"dtype": "float32", "param_dtype": "float32"},
+        "data": {"max_prompt_len": TP}, "sampling": {"max_new_tokens": N},
+        "reward": {"judge_path": str(tmp_path), "judge_template": TEMPLATE, "judge_yes": "y",
+                   "judge_no": "n", "judge_microbatches": 1}})
+    judge = judges.open_judge(config, tok, weight=0.5)
+    assert judge.weight == 0.5 and judge.config.n_layers == 3
+    placer = Placer(sharding.make_mesh({"data": 1, "fsdp": 1, "tensor": 1},
+                                       devices=jax.devices()[:1]), sharding.get_rules("fsdp"), jc)
+    loaded = judges.judge_params(str(tmp_path), judge, placer)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(jp)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"components": "judge"}, "reward.judge_path: is empty"),
+    ({"components": "token", "judge_path": "/x"}, "'judge' is not in reward.components"),
+    ({"components": "judge,reward_model", "judge_path": "/x", "reward_model_path": ""},
+     "reward.reward_model_path"),
+    ({"components": "judge", "judge_path": "/x", "judge_template": "{answer}"},
+     "reward.judge_template: judge template: must end with literal text"),
+    ({"components": "judge", "judge_path": "/x", "judge_template": "{q} {answer}?"},
+     "unknown placeholder {q}"),
+])
+def test_config_errors_name_the_field(fields, message):
+    from rlvr_jax.train.config import default_config
+    config = default_config()
+    for k, v in fields.items():
+        config.reward[k] = v
+    with pytest.raises(ValueError, match=message.replace("{", r"\{").replace("}", r"\}")):
+        scoring.check_reward_config(config.reward)
+
+
+def test_bad_verdict_token_is_one_line(setup, tok):
+    _, _, jc, _ = setup
+    with pytest.raises(ValueError, match="judge yes: 'yes!' is 4 tokens"):
+        scoring.make_judge(jc, tok, yes="yes!")
