@@ -98,3 +98,94 @@ def test_flat_turn_gets_zero():
     present = jnp.array([[True, True], [True, False], [True, False]])
     a = np.asarray(turn.turn_group_advantages(r, present, num_samples=3, gamma=0.0))
     assert np.all(a == 0)
+
+
+# ----------------------------------------------------------------------------- information gain
+
+def _digit_ids(tok):
+    ids = {}
+    for i, text in enumerate(tok.token_texts()):
+        ids.setdefault(text, i)
+    return ids
+
+
+def test_answer_tokens_spell_the_answer(tok):
+    from rlvr_jax.multiturn import credit
+    ids = _digit_ids(tok)
+    digits = tuple(ids[str(d)] for d in range(10))
+    out, mask = credit.answer_tokens(jnp.array([24, 7, 1009]), digit_ids=digits,
+                                     prefix=(ids["["],), suffix=(ids["]"],), width=4)
+    texts = ["".join(tok.token_texts()[t] for t, m in zip(row, mrow) if m)
+             for row, mrow in zip(np.asarray(out), np.asarray(mask))]
+    assert texts == ["[24]", "[7]", "[1009]"]
+
+
+def _compact_answer_logps(params, cfg, rows):
+    """log p(answer | context) of each (context, answer) row, left-padded to one width with
+    the real tokens contiguous (no holes), in one batched forward pass."""
+    from rlvr_jax import models
+    a = max(len(ans) for _, ans in rows)
+    width = max(len(c) for c, _ in rows) + a
+    tokens = np.zeros((len(rows), width), np.int32)
+    attn, amask = np.zeros_like(tokens), np.zeros((len(rows), a), np.float64)
+    for i, (context, answer) in enumerate(rows):
+        seq = list(context) + list(answer) + [0] * (a - len(answer))  # answer padding at end
+        tokens[i, width - len(seq):] = seq
+        attn[i, width - len(seq):width - a + len(answer)] = 1
+        amask[i, :len(answer)] = 1
+    logp, _ = models.completion_logprobs(params, jnp.asarray(tokens), jnp.asarray(attn), a,
+                                         config=cfg)
+    return np.sum(np.asarray(logp, np.float64) * amask, axis=1)
+
+
+def test_info_gain_telescopes(params, model_config, tok):
+    """Σ_k gain_k = log p(answer | episode) − log p(answer | prompt), the two ends computed
+    independently on contiguous sequences; every L_k (holes masked out) equals the same
+    contiguous computation of its cut."""
+    from rlvr_jax import sampling
+    from rlvr_jax.multiturn import credit
+    rng = np.random.default_rng(0)
+    b, tp, n, k = 4, 5, 12, 3
+    v = tok.vocab_size
+    prompt = rng.integers(3, v, size=(b, tp)).astype(np.int32)
+    pmask = np.ones((b, tp), np.int32)
+    pmask[1, :2] = 0  # left padding
+    tokens = rng.integers(3, v, size=(b, n)).astype(np.int32)
+    turn_ids = np.array([[0] * 4 + [1] * 4 + [2] * 3 + [-1],
+                         [0] * 6 + [1] * 6,
+                         [0] * 3 + [-1] * 9,
+                         [0] * 2 + [1] * 5 + [2] * 5], np.int32)
+    mask = (turn_ids >= 0).astype(np.int32)
+    ro = sampling.Rollout(tokens=jnp.asarray(tokens), mask=jnp.asarray(mask),
+                          logprobs=jnp.zeros((b, n)), lengths=jnp.asarray(mask.sum(1)),
+                          finished=jnp.ones((b,), bool), prompt_tokens=jnp.asarray(prompt),
+                          prompt_mask=jnp.asarray(pmask), loss_mask=jnp.asarray(mask),
+                          turn_ids=jnp.asarray(turn_ids))
+    ids = _digit_ids(tok)
+    ans, amask = credit.answer_tokens(jnp.array([24, 7, 13, 60]),
+                                      digit_ids=tuple(ids[str(d)] for d in range(10)),
+                                      prefix=(ids["["],), suffix=(ids["]"],), width=2)
+    logp = np.asarray(credit.answer_logprobs(params, ro, ans, amask, num_turns=k,
+                                             model_config=model_config), np.float64)
+    gain = np.asarray(credit.info_gain(jnp.asarray(logp, jnp.float32)), np.float64)
+    rows = []
+    for i in range(b):
+        answer = [int(t) for t, m in zip(np.asarray(ans)[i], np.asarray(amask)[i]) if m]
+        p_real = [int(t) for t, m in zip(prompt[i], pmask[i]) if m]
+        rows += [(p_real + [int(t) for t, tid, m in zip(tokens[i], turn_ids[i], mask[i])
+                            if m and tid < c], answer) for c in range(k + 1)]
+    compact = _compact_answer_logps(params, model_config, rows).reshape(b, k + 1)
+    for i in range(b):
+        want, answer = list(compact[i]), rows[i * (k + 1)][1]
+        length = tp + n + len(answer)
+        # Each L_k: one forward pass in two orders (holes masked vs contiguous) summed over
+        # ≤ 4 answer tokens: the forward chain plus that sum, relative to Σ |log p|.
+        numerics.assert_forward_close(logp[i], want, model_config, length,
+                                      extra=len(answer), magnitude=max(abs(x) for x in want))
+        # The telescoping sum: K float32 subtractions and K − 1 additions of terms ≤ 2 max|L|
+        # on top of the two ends' forward bounds.
+        telescoped = float(np.float32(np.sum(gain[i].astype(np.float32))))
+        atol = (numerics.reorder_atol(numerics.forward_chain(model_config, length)
+                                      + len(answer), max(abs(x) for x in want)) * 2
+                + numerics.ref_atol(2 * k, 2 * k * max(abs(x) for x in want)))
+        assert abs(telescoped - (want[-1] - want[0])) <= atol, (telescoped, want)
