@@ -18,7 +18,8 @@ from rlvr_jax.advantages.token import (broadcast_to_tokens, discounted_returns, 
                                        reinforce_plus_plus, reinforce_plus_plus_baseline,
                                        token_rewards, whiten)
 from rlvr_jax.advantages.turn import (turn_ends, turn_gae, turn_group_advantages, turn_returns,
-                                      turn_starts, turn_table, turns_to_tokens, with_outcome)
+                                      turn_starts, turn_table, turn_token_advantages,
+                                      turns_to_tokens, with_outcome)
 
 __all__ = [
     "GPG_ALPHAS", "dynamic_sampling_mask", "gpg", "group_metrics", "grpo", "grpo_passk",
@@ -27,5 +28,5 @@ __all__ = [
     "reinforce_plus_plus_baseline", "token_rewards", "whiten",
     "group_process_advantages", "min_form_rewards", "process_returns", "process_token_rewards",
     "turn_ends", "turn_gae", "turn_group_advantages", "turn_returns", "turn_starts",
-    "turn_table", "turns_to_tokens", "with_outcome",
+    "turn_table", "turn_token_advantages", "turns_to_tokens", "with_outcome",
 ]

@@ -120,3 +120,33 @@ def turns_to_tokens(a, turn_ids, mask):
     m = jnp.asarray(mask).astype(bool)
     oh = _one_hot(turn_ids, m, a.shape[1])
     return jnp.einsum("bk,btk->bt", jnp.asarray(a, jnp.float32), oh)
+
+
+def turn_token_advantages(outcome, turn_ids, mask, *, turn_rewards=None, old_values=None,
+                          group_mask=None, mode="group", gamma=1.0, lam=1.0, eps=1e-6):
+    """Per-token turn-level advantages of B = P·G episodes (`rl.turn_advantage`).
+
+    Args:
+      outcome: [P, G] the episodes' rewards (added at each episode's last turn).
+      turn_ids, mask: [B, T] (the model's tokens; 0 in rows of invalid groups).
+      turn_rewards: [B, T] per-turn rewards at each turn's last model token, or None (0).
+      old_values: [B, T] the value model's outputs (mode "gae": V_k at turn k's first token).
+      group_mask: [P] valid groups. mode: "group" | "gae". gamma, lam: over turns.
+
+    Returns:
+      (advantages [B, T], returns [B, T] for the value loss ("gae") or None).
+    """
+    p, g = outcome.shape
+    num_turns = mask.shape[1]  # Static: at most one turn per token.
+    values = jnp.zeros(mask.shape, jnp.float32) if turn_rewards is None else turn_rewards
+    r, present = turn_table(values, turn_ids, mask, num_turns)
+    r = with_outcome(r, present, jnp.asarray(outcome).reshape(p * g))
+    if mode == "group":
+        a = turn_group_advantages(r, present, num_samples=g, gamma=gamma, eps=eps,
+                                  group_mask=group_mask)
+        return turns_to_tokens(a, turn_ids, mask), None
+    if mode != "gae":
+        raise ValueError(f"mode must be 'group' or 'gae', got {mode!r}")
+    v, _ = turn_table(old_values, turn_ids, mask, num_turns, at="start")
+    a, ret = turn_gae(r, present, v, gamma=gamma, lam=lam)
+    return turns_to_tokens(a, turn_ids, mask), turns_to_tokens(ret, turn_ids, mask)
