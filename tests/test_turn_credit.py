@@ -189,3 +189,18 @@ def test_info_gain_telescopes(params, model_config, tok):
                                       + len(answer), max(abs(x) for x in want)) * 2
                 + numerics.ref_atol(2 * k, 2 * k * max(abs(x) for x in want)))
         assert abs(telescoped - (want[-1] - want[0])) <= atol, (telescoped, want)
+
+
+def test_open_turns_and_masked_gains_telescope():
+    """The term's gains (open turns only) sum to L[num_open] − L[0]; guess_number's winning
+    guess and every episode's last turn earn none."""
+    from rlvr_jax.multiturn import credit
+    turns, verdicts = jnp.array([4, 4, 1]), jnp.array([1.0, 0.0, 1.0])
+    assert credit.open_turns(turns, verdicts, answer_is_call=True).tolist() == [2, 3, 0]
+    assert credit.open_turns(turns, verdicts, answer_is_call=False).tolist() == [3, 3, 0]
+    logp = jnp.array([[-3.0, -2.5, -1.0, -4.0, -9.0]] * 3)
+    gain = np.asarray(credit.info_gain(logp, jnp.array([2, 3, 0])), np.float64)
+    # Differences and sums of a few float32 values ≤ 9 in size: γ_4 · 4 · 9.
+    atol = numerics.ref_atol(4, 4 * 9.0)
+    np.testing.assert_allclose(gain.sum(1), [-1.0 + 3.0, -4.0 + 3.0, 0.0], rtol=0, atol=atol)
+    assert np.all(gain[0, 2:] == 0) and np.all(gain[2] == 0)

@@ -14,7 +14,10 @@ tokens of turns < k (each model turn with the observation answering it): cut 0 i
 prompt, cut K the whole episode. `L[:, k]` is log p(answer | cut k) under the policy,
 teacher-forced: the episode tokens after the cut are masked out of attention (RoPE
 positions skip them), so it is the log-probability of the answer right after the cut. The
-gains telescope: Σ_k gain_k = log p(answer | episode) − log p(answer | prompt).
+gains telescope: Σ_k gain_k = log p(answer | episode) − log p(answer | prompt). The `info_gain`
+term credits only the "open" turns (`open_turns`): every turn but the last, and for
+guess_number not the winning guess either, so its "episode" is the context before the turn
+whose credit is the outcome (the final answer, or the winning guess).
 """
 from typing import Sequence
 
@@ -89,6 +92,23 @@ def answer_logprobs(params, rollout, ids, ids_mask, *, num_turns: int,
     return jax.lax.stop_gradient(out.T)
 
 
-def info_gain(logprobs):
-    """[B, K] float32: turn k's gain `L[:, k+1] − L[:, k]` of `answer_logprobs`' L [B, K+1]."""
-    return logprobs[:, 1:] - logprobs[:, :-1]
+def info_gain(logprobs, num_open=None):
+    """[B, K] float32: turn k's gain `L[:, k+1] − L[:, k]` of `answer_logprobs`' L [B, K+1];
+    with `num_open` [B] int, the turns k >= num_open get 0, so that the gains of row i sum to
+    `L[i, num_open_i] − L[i, 0]`."""
+    gain = logprobs[:, 1:] - logprobs[:, :-1]
+    if num_open is None:
+        return gain
+    k = jnp.arange(gain.shape[1])[None, :]
+    return jnp.where(k < jnp.asarray(num_open)[:, None], gain, 0.0)
+
+
+def open_turns(turns, verdicts, *, answer_is_call: bool):
+    """[B] int32: the turns that earn an information gain — all but the episode's last turn
+    (its credit is the outcome; after it comes no further guess) and, where the answer is a
+    call (guess_number: the winning guess, then an EOS turn), the answering turn of a solved
+    episode (after the game's " yes" the model is not expected to write the answer again)."""
+    last = jnp.asarray(turns, jnp.int32) - 1
+    if answer_is_call:
+        last = last - (jnp.asarray(verdicts) >= 1.0).astype(jnp.int32)
+    return jnp.maximum(last, 0)

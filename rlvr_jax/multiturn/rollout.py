@@ -42,12 +42,14 @@ class Episodes:
       env_reward: [B] float32 the environment's per-turn rewards, summed.
       turn_reward: [B, K] float32 the environment's reward of each model turn (K =
         `env.max_turns`; the reward of the call that ended turn k, 0 without one).
+      turn_error: [B, K] int32, 1 where the call that ended turn k was a tool error.
     """
     turns: jax.Array
     calls: jax.Array
     errors: jax.Array
     env_reward: jax.Array
     turn_reward: jax.Array
+    turn_error: jax.Array
 
 
 @flax.struct.dataclass
@@ -76,7 +78,8 @@ def init_turns(env: DeviceEnv, env_state, batch: int) -> TurnState:
                      pending=jnp.zeros((batch,), bool),
                      stats=Episodes(turns=zi, calls=zi, errors=zi,
                                     env_reward=jnp.zeros((batch,), jnp.float32),
-                                    turn_reward=jnp.zeros((batch, env.max_turns), jnp.float32)),
+                                    turn_reward=jnp.zeros((batch, env.max_turns), jnp.float32),
+                                    turn_error=jnp.zeros((batch, env.max_turns), jnp.int32)),
                      env=env_state)
 
 
@@ -168,7 +171,8 @@ def answer(env: DeviceEnv, s: TurnState, ask: jax.Array, env_state, out: EnvStep
         stats=stats.replace(calls=stats.calls + ask, errors=stats.errors + (ask & out.error),
                             env_reward=stats.env_reward + jnp.where(ask, out.reward, 0.0),
                             turn_reward=stats.turn_reward + jnp.where(
-                                this_turn, out.reward[:, None].astype(jnp.float32), 0.0)))
+                                this_turn, out.reward[:, None].astype(jnp.float32), 0.0),
+                            turn_error=stats.turn_error + (this_turn & out.error[:, None])))
 
 
 def _write(buffers, t, columns):

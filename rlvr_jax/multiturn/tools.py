@@ -109,6 +109,7 @@ class GuessNumber(HostEnv):
     error_text: str = " ?"
     turn_reward: float = 0.0
     answer_format = "[{}]"  # The answer as the model writes it (the `info_gain` term).
+    answer_is_call = True   # A winning guess is a call; an EOS turn follows it.
 
     def start(self, example) -> Any:
         m = example.meta

@@ -8,7 +8,8 @@ sums them into the episode's reward; otherwise the update credits them per turn.
   rewards from the `env` term (which then adds nothing) to the turns.
 - `info_gain` (IGPO): log p(answer | context after turn k and its observation) −
   log p(answer | context before turn k) under the policy, teacher-forced on the device
-  (`multiturn.credit`), × its weight; the answer is the reference answer written in the
+  (`multiturn.credit`), × its weight, for the open turns (`credit.open_turns`: not the
+  last turn, nor guess_number's winning guess, whose credit is the outcome); the answer is the reference answer written in the
   environment's `answer_format` (``[24]`` for guess_number, `` #### 56088`` for the
   calculators).
 """
@@ -84,6 +85,7 @@ def info_gain_term(setup, weight):
                          "(env.name)")
     digits, pre, suf, minus = _answer_ids(setup)
     k = setup.env.max_turns
+    is_call = bool(getattr(setup.env, "answer_is_call", False))
 
     def fn(rewards, x):
         del rewards
@@ -92,9 +94,12 @@ def info_gain_term(setup, weight):
                                              suffix=suf, minus_id=minus)
         logp = credit.answer_logprobs(x.params, ro, ids, ids_mask, num_turns=k,
                                       model_config=x.model_config)
-        steps = place_turns(weight * credit.info_gain(logp), ro.turn_ids, ro.model_mask)
+        num_open = credit.open_turns(x.episodes.turns, x.verdicts, answer_is_call=is_call)
+        gain = credit.info_gain(logp, num_open)
+        steps = place_turns(weight * gain, ro.turn_ids, ro.model_mask)
         metrics = _turn_metrics("info_gain", steps, ro.model_mask)
         metrics["turn/answer_logp_prompt"] = jnp.mean(logp[:, 0])
-        metrics["turn/answer_logp_episode"] = jnp.mean(logp[:, -1])
+        metrics["turn/answer_logp_open_end"] = jnp.mean(
+            jnp.take_along_axis(logp, num_open[:, None], axis=1))
         return steps, metrics
     return fn
