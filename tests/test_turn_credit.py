@@ -204,3 +204,61 @@ def test_open_turns_and_masked_gains_telescope():
     atol = numerics.ref_atol(4, 4 * 9.0)
     np.testing.assert_allclose(gain.sum(1), [-1.0 + 3.0, -4.0 + 3.0, 0.0], rtol=0, atol=atol)
     assert np.all(gain[0, 2:] == 0) and np.all(gain[2] == 0)
+
+
+# ----------------------------------------------------------------------------- the terms
+
+def _turn_rollout():
+    """Two episodes [2, 10] of 3 and 2 turns (model tokens, observations) and their Episodes."""
+    from rlvr_jax import sampling
+    from rlvr_jax.multiturn import Episodes
+    ids = np.array([[0, 0, 0, 0, 1, 1, 1, 2, -1, -1], [0, 0, 0, 1, 1, -1, -1, -1, -1, -1]])
+    model = np.array([[1, 1, 0, 0, 1, 0, 0, 1, 0, 0], [1, 0, 0, 1, 1, 0, 0, 0, 0, 0]])
+    z = jnp.zeros((2, 10))
+    ro = sampling.Rollout(tokens=jnp.zeros((2, 10), jnp.int32), mask=jnp.asarray(ids >= 0),
+                          logprobs=z, lengths=jnp.array([8, 5]), finished=jnp.ones(2, bool),
+                          prompt_tokens=jnp.zeros((2, 2), jnp.int32),
+                          prompt_mask=jnp.ones((2, 2), jnp.int32), loss_mask=jnp.asarray(model),
+                          turn_ids=jnp.asarray(ids))
+    turn_reward = jnp.array([[0.5, 0.25, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    eps = Episodes(turns=jnp.array([3, 2]), calls=jnp.array([2, 1]), errors=jnp.zeros(2, int),
+                   env_reward=jnp.sum(turn_reward, 1), turn_reward=turn_reward,
+                   turn_error=jnp.zeros((2, 4), jnp.int32))
+    return ro, eps
+
+
+def test_turn_env_places_rewards_and_sums_like_the_env_term():
+    """turn_env puts turn k's env reward at turn k's last model token; without per-turn credit
+    (score_device without with_steps) the episode reward is today's env sum, exactly."""
+    from rlvr_jax import scoring
+    from rlvr_jax.scoring.scorer import assemble
+    from rlvr_jax.scoring.terms import Setup
+    from rlvr_jax.scoring.verifiers import Verifier
+    ro, eps = _turn_rollout()
+    v = Verifier(verify=None, answer_key=None, token=lambda t, m, a: jnp.zeros(t.shape[0]))
+    env = type("Env", (), {"max_turns": 4})()
+    x = scoring.Inputs(ro, answers=jnp.zeros(2, jnp.int32), group_size=2, episodes=eps)
+    listed = assemble(Setup(v, env=env, components=("turn_env",)), {"turn_env": 1.0})
+    plain = assemble(Setup(v, env=env), {})
+    r_turns, m, _, steps = listed.score_device(x, with_steps=True)
+    assert np.asarray(steps.values).tolist()[0] == [0, 0.5, 0, 0, 0.25, 0, 0, 0, 0, 0]
+    assert np.asarray(steps.values).tolist()[1] == [1.0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    assert np.asarray(steps.ends).astype(int).tolist() == [[0, 1, 0, 0, 1, 0, 0, 1, 0, 0],
+                                                            [1, 0, 0, 0, 1, 0, 0, 0, 0, 0]]
+    assert np.all(np.asarray(r_turns) == 0)  # Credited per turn: not in the episode reward.
+    r_summed, _, _ = listed.score_device(x)
+    r_plain, _, _ = plain.score_device(x)
+    # Sums of two or three dyadic rationals: exact in float32.
+    assert np.asarray(r_summed).tolist() == np.asarray(r_plain).tolist() == [0.75, 1.0]
+    # Turn 1: 0.25 and 0 over the two episodes that reached it.
+    assert float(m["turn/1/env_reward"]) == 0.125 and float(m["turn/0/fraction"]) == 1.0
+
+
+def test_turn_level_config_errors():
+    from rlvr_jax.train.rl_config import RLConfig
+    with pytest.raises(ValueError, match="turn_advantage must be one of"):
+        RLConfig(num_prompts=1, turn_advantage="token")
+    with pytest.raises(ValueError, match="needs the value model"):
+        RLConfig(num_prompts=1, turn_advantage="gae")
+    with pytest.raises(ValueError, match="turn_discount must be in"):
+        RLConfig(num_prompts=1, turn_discount=1.5)
