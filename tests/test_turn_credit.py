@@ -262,3 +262,24 @@ def test_turn_level_config_errors():
         RLConfig(num_prompts=1, turn_advantage="gae")
     with pytest.raises(ValueError, match="turn_discount must be in"):
         RLConfig(num_prompts=1, turn_discount=1.5)
+
+
+def test_one_turn_group_credit_is_grpo():
+    """With one turn per episode and no turn rewards, per-turn group normalisation is GRPO's
+    advantage on every model token (the same formula, the same float32 operations up to
+    order: two reductions over G)."""
+    from rlvr_jax import advantages as adv
+    rng = np.random.default_rng(0)
+    outcome = rng.integers(0, 2, size=(3, 4)).astype(np.float32)
+    outcome[1] = 1.0  # A flat group: exactly 0 in both.
+    mask = np.zeros((12, 6), np.int32)
+    mask[:, :3] = 1
+    ids = np.where(mask > 0, 0, -1).astype(np.int32)
+    got, ret = adv.turn_token_advantages(jnp.asarray(outcome), jnp.asarray(ids),
+                                         jnp.asarray(mask))
+    want = adv.broadcast_to_tokens(adv.grpo(jnp.asarray(outcome)).reshape(-1), jnp.asarray(mask))
+    assert ret is None
+    # |r − mean| ≤ 1 over a std ≥ 0.5 (a mixed 0/1 group of 4): terms ≤ 4 through the mean,
+    # variance (G each) and a few element-wise roundings, in two orders.
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0,
+                               atol=numerics.reorder_atol(2 * 4 + 4, 2.0 / 0.5))
