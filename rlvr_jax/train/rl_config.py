@@ -105,7 +105,8 @@ class RLConfig:
         group normalisation of the discounted returns over turns, turn k vs turn k of the
         G episodes) or "gae" (GAE over turns with the value model; advantage="gae").
       turn_discount: γ over turns (the return of turn k discounts turn j's reward by
-        γ^{j−k}); turn_lambda: λ of the GAE over turns.
+        γ^{j−k}).
+      turn_lambda: λ of the GAE over turns (turn_advantage="gae").
     """
     num_prompts: int
     advantage: str = "grpo"
