@@ -38,7 +38,7 @@ def _tables(ids, mask, values, outcome):
 def _atol(want, rets, std):
     """JAX float32 vs the float64 reference of (G_k − mean) / (std + eps): the return sums
     ≤ K terms, then the mean and variance reductions over G and one sqrt: the difference
-    G_k − mean carries γ_chain · (|G_k| + |mean|) ≤ γ_chain · 2 max|G|, divided by the smallest
+    G_k − mean carries γ_chain · (|G_k| + |mean|) ≤ γ_chain · 2 max|G|, over the smallest
     non-zero std; the std's relative error moves A by the same γ_chain · |A|."""
     chain = K + 3 * G + 4
     mag = 2 * np.max(np.abs(rets)) / std + np.max(np.abs(want))
@@ -88,8 +88,10 @@ def test_turn_gae_matches_reference(gamma, lam):
 def test_turn_ends_and_starts():
     ids = jnp.array([[0, 0, 0, 1, 1, 1, 2, -1]])
     mask = jnp.array([[1, 1, 0, 1, 1, 0, 1, 0]])
-    assert np.asarray(turn.turn_ends(ids, mask)).astype(int).tolist() == [[0, 1, 0, 0, 1, 0, 1, 0]]
-    assert np.asarray(turn.turn_starts(ids, mask)).astype(int).tolist() == [[1, 0, 0, 1, 0, 0, 1, 0]]
+    ends = np.asarray(turn.turn_ends(ids, mask)).astype(int)
+    assert ends.tolist() == [[0, 1, 0, 0, 1, 0, 1, 0]]
+    starts = np.asarray(turn.turn_starts(ids, mask)).astype(int)
+    assert starts.tolist() == [[1, 0, 0, 1, 0, 0, 1, 0]]
 
 
 def test_flat_turn_gets_zero():

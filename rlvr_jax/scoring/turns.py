@@ -9,9 +9,9 @@ sums them into the episode's reward; otherwise the update credits them per turn.
 - `info_gain` (IGPO): log p(answer | context after turn k and its observation) −
   log p(answer | context before turn k) under the policy, teacher-forced on the device
   (`multiturn.credit`), × its weight, for the open turns (`credit.open_turns`: not the
-  last turn, nor guess_number's winning guess, whose credit is the outcome); the answer is the reference answer written in the
-  environment's `answer_format` (``[24]`` for guess_number, `` #### 56088`` for the
-  calculators).
+  last turn, nor guess_number's winning guess, whose credit is the outcome); the answer
+  is the reference answer written in the environment's `answer_format` (``[24]`` for
+  guess_number, `` #### 56088`` for the calculators).
 """
 import jax.numpy as jnp
 
@@ -66,7 +66,8 @@ def _answer_ids(setup):
         ids.setdefault(text, i)
     digits = tuple(ids.get(str(d), -1) for d in range(10))
     prefix, suffix = fmt.split("{}")
-    pre, suf = tuple(tok.encode(prefix)) if prefix else (), tuple(tok.encode(suffix)) if suffix else ()
+    pre = tuple(tok.encode(prefix)) if prefix else ()
+    suf = tuple(tok.encode(suffix)) if suffix else ()
     for a in (0, 7, 24, 408, 56088):
         want = tok.encode(fmt.format(a))
         got = list(pre) + [digits[int(c)] for c in str(a)] + list(suf)
