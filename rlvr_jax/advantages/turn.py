@@ -45,19 +45,16 @@ def turn_starts(turn_ids, mask):
     return m & ~(prev_m & (prev_ids == ids))
 
 
-def _one_hot(turn_ids, where, num_turns):
-    """[B, T, K] float32: token t is in turn k and `where` [B, T] holds."""
-    k = jnp.arange(num_turns, dtype=jnp.int32)[None, None, :]
-    return ((jnp.asarray(turn_ids)[..., None] == k) & where[..., None]).astype(jnp.float32)
-
-
 def turn_table(values, turn_ids, mask, num_turns, *, at="end"):
     """(per-turn values [B, K] float32, present [B, K] bool) read at each turn's last ("end")
-    or first ("start") model token of `values [B, T]`."""
+    or first ("start") model token of `values [B, T]` (a scatter: O(B·(T + K)) memory)."""
     where = (turn_ends if at == "end" else turn_starts)(turn_ids, mask)
-    oh = _one_hot(turn_ids, where, num_turns)
-    table = jnp.einsum("bt,btk->bk", jnp.asarray(values, jnp.float32), oh)
-    return table, jnp.sum(oh, axis=1) > 0
+    ids = jnp.where(where, jnp.asarray(turn_ids), num_turns)  # Others go to a dropped slot.
+    rows = jnp.arange(ids.shape[0])[:, None]
+    v = jnp.where(where, jnp.asarray(values, jnp.float32), 0.0)
+    table = jnp.zeros((ids.shape[0], num_turns + 1), jnp.float32).at[rows, ids].add(v)
+    present = jnp.zeros((ids.shape[0], num_turns + 1), bool).at[rows, ids].max(where)
+    return table[:, :num_turns], present[:, :num_turns]
 
 
 def with_outcome(r, present, outcome):
@@ -118,8 +115,8 @@ def turn_gae(r, present, values, *, gamma=1.0, lam=1.0):
 def turns_to_tokens(a, turn_ids, mask):
     """[B, T] float32: each model token gets its turn's entry of `a [B, K]`; 0 elsewhere."""
     m = jnp.asarray(mask).astype(bool)
-    oh = _one_hot(turn_ids, m, a.shape[1])
-    return jnp.einsum("bk,btk->bt", jnp.asarray(a, jnp.float32), oh)
+    ids = jnp.clip(jnp.asarray(turn_ids), 0, a.shape[1] - 1)
+    return jnp.where(m, jnp.take_along_axis(jnp.asarray(a, jnp.float32), ids, axis=1), 0.0)
 
 
 def turn_token_advantages(outcome, turn_ids, mask, *, turn_rewards=None, old_values=None,
@@ -137,7 +134,7 @@ def turn_token_advantages(outcome, turn_ids, mask, *, turn_rewards=None, old_val
       (advantages [B, T], returns [B, T] for the value loss ("gae") or None).
     """
     p, g = outcome.shape
-    num_turns = mask.shape[1]  # Static: at most one turn per token.
+    num_turns = mask.shape[1]  # Static: at most one turn per token (tables are [B, T]).
     values = jnp.zeros(mask.shape, jnp.float32) if turn_rewards is None else turn_rewards
     r, present = turn_table(values, turn_ids, mask, num_turns)
     r = with_outcome(r, present, jnp.asarray(outcome).reshape(p * g))
