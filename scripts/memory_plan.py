@@ -3,6 +3,8 @@
     python scripts/memory_plan.py --preset qwen2.5-7b --devices 8 --rules fsdp --json
     python scripts/memory_plan.py --preset qwen2.5-7b --devices 8 --json --lora-rank 16 \
         [--quantize-base nf4]                                      # LoRA / QLoRA
+    python scripts/memory_plan.py --preset llama3.1-8b --devices 8 --json \
+        --reward-model llama3.1-8b                   # + an 8B reward model in the step
     python scripts/memory_plan.py --out plan.jsonl                 # the default grid
     python scripts/memory_plan.py --here --preset qwen2.5-0.5b --layers 4 4 --prompts 8 \
         --rows 64 --prompt-len 128 --new-tokens 512 --microbatches 2   # on this backend
@@ -67,6 +69,9 @@ def main():
                         help="model.lora.targets (all, or a comma list of q,k,v,o,gate,up,down)")
     parser.add_argument("--quantize-base", default="none", choices=("none", "int8", "nf4"),
                         help="model.lora.quantize_base (QLoRA; needs --lora-rank)")
+    parser.add_argument("--reward-model", default="",
+                        help="a preset: a scalar reward model of that shape scored inside the "
+                        "one-program step (--program rl_step)")
     parser.add_argument("--json", action="store_true",
                         help="print each point's summary (peak_gib_per_device, collectives)")
     parser.add_argument("--out", default=None, help="append the raw JSON lines here")
@@ -90,7 +95,10 @@ def main():
                   cache_window=window, microbatches=args.microbatches,
                   scan_unroll=args.scan_unroll, attention=args.attention,
                   lora_rank=args.lora_rank, lora_targets=args.lora_targets,
-                  quantize_base=args.quantize_base)
+                  quantize_base=args.quantize_base, reward_model=args.reward_model)
+    if args.reward_model and args.program != "rl_step":
+        parser.error("--reward-model needs --program rl_step (the split path scores it "
+                     "outside the update)")
     if args.quantize_base != "none" and not args.lora_rank:
         parser.error("--quantize-base needs --lora-rank > 0 (only a LoRA run's frozen base "
                      "is stored quantized)")

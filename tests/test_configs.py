@@ -67,6 +67,9 @@ ADAPTIVE = ("curriculum_arithmetic", "filter_arithmetic", "mixture_arithmetic")
 # inside the program) runs in tests/test_multiturn.py; here the config is validated, built,
 # and its warm-up traces replayed against the tool and scored.
 MULTITURN = ("guess_number", "tool_calculator")
+# Need a teacher run (rl.teacher): run with the small quickstart run of this session as the
+# teacher (test_distill_config_runs_with_a_teacher_run).
+TEACHER = ("distill_arithmetic",)
 
 # Keys every RL record of metrics.jsonl must have (the issue's list).
 RL_KEYS = ("step", "rollout/reward_mean", "reward/correct", "loss/clip_frac_low",
@@ -118,11 +121,13 @@ def test_config_loads_and_is_locked(path):
 _RUNS = {}
 
 
-def _run(name, tmp_path_factory):
-    """(summary, metrics records) of one small run of configs/<name>.py, once per session."""
+def _run(name, tmp_path_factory, **overrides):
+    """(summary, metrics records) of one small run of configs/<name>.py, once per session
+    (overrides: config.rl fields)."""
     if name not in _RUNS:
         workdir = str(tmp_path_factory.mktemp(name))
         config = small(load_config(os.path.join(ROOT, "configs", name + ".py")))
+        config.rl.update(overrides)
         config.log_samples_every = 1
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RLVR_JAX_NO_PROGRESS", "1")
@@ -148,6 +153,8 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
         pytest.skip("reward-feature config: test_reward_feature_config_builds_and_scores")
     if name in MULTITURN:
         pytest.skip("multi-turn config: test_multiturn_config_builds_and_replays_its_traces")
+    if name in TEACHER:
+        pytest.skip("distillation config: test_distill_config_runs_with_a_teacher_run")
     summary, records, workdir = _run(name, tmp_path_factory)
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     rl_records = [r for r in records if r["phase"] == "rl"]
@@ -171,6 +178,10 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
         assert "rollout/kept_group_fraction" in rec
     if config.rl.overlong_buffer > 0:
         assert "reward/overlong" in rec
+    if config.rl.hint_mode != "off":  # The hint pass ran inside the step (#41).
+        assert 0.0 <= rec["hint/hinted_group_fraction"] <= 1.0
+    if config.rl.offpolicy_per_group:  # Expert rows: the worked solutions, scored.
+        assert rec["offpolicy/reward_off"] > 0.0 and "rollout/all_wrong_fraction" in rec
     if "cosine_length" in config.reward.components:  # The term ran inside the step.
         assert -10.0 <= rec["reward/cosine_length"] <= 2.0 and "reward/token" in rec
     # Held-out evaluation after the warm-up (step 0) and after RL (step 1).
@@ -185,6 +196,22 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
         assert json.load(f)["rl"]["algorithm"] == config.rl.algorithm
     assert os.path.exists(os.path.join(workdir, "summary.json"))
+
+
+@pytest.mark.parametrize("name", TEACHER)
+def test_distill_config_runs_with_a_teacher_run(name, tmp_path_factory):
+    """configs/distill_arithmetic.py with this session's small quickstart run (its step-1
+    checkpoint) as the teacher: one RL step logs the per-token reverse KL to the teacher; a
+    missing teacher is a one-line ConfigError naming rl.teacher."""
+    teacher = _run("quickstart", tmp_path_factory)[2]
+    bad = small(load_config(os.path.join(ROOT, "configs", name + ".py")))
+    bad.rl.teacher = str(tmp_path_factory.mktemp("no_teacher"))
+    with pytest.raises(ConfigError, match="rl.teacher"):
+        loop.run(bad, str(tmp_path_factory.mktemp("bad")), progress=False)
+    _, records, _ = _run(name, tmp_path_factory, teacher=teacher)
+    rec = [r for r in records if r["phase"] == "rl"][0]
+    assert np.isfinite(rec["distill/reverse_kl"]) and rec["distill/teacher_logp"] < 0.0
+    assert all(np.isfinite(rec[k]) for k in RL_KEYS)
 
 
 @pytest.mark.parametrize("name", BUILD_ONLY)

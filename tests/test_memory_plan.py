@@ -77,3 +77,29 @@ def test_extrapolate_is_linear_per_layer():
     out = memory_plan.extrapolate(a, b, 10)
     assert out["x_bytes"] == 260 and out["n_layers"] == 10
     assert out["extrapolated_from"] == [2, 4] and out["name"] == "m"
+
+
+@pytest.mark.skipif(jax.device_count() < 8, reason="needs the 8 fake devices of conftest")
+def test_plan_of_the_rl_step_holds_a_reward_model():
+    """A reward model in the one-program step: its frozen parameters are in the state (their
+    bytes per device as the rules shard them) and in the program's arguments; the split
+    path's update refuses it (the reward model is scored outside the update)."""
+    from rlvr_jax import sharding
+    from rlvr_jax.models import reward_model as rm_lib
+    step = dict(TINY, program="rl_step")
+    without = memory_plan.plan("tiny", **step)
+    with_rm = memory_plan.plan("tiny", **step, reward_model="tiny")
+    assert without["reward_params_bytes"] == 0
+    config = presets.get("tiny", n_layers=1)
+    shapes = rm_lib.reward_param_shapes(config, 1)
+    mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": 1})
+    shardings = sharding.logical_to_mesh_sharding(rm_lib.reward_logical_axes(config), mesh,
+                                                  sharding.get_rules("fsdp"), shapes)
+    expected = memory_plan._per_device_bytes(shapes, shardings)
+    assert with_rm["reward_params_bytes"] == expected > 0
+    # The reward model's parameters are arguments of the step: exactly their bytes more.
+    assert (with_rm["argument_size_in_bytes"] - without["argument_size_in_bytes"]) == expected
+    headline = memory_plan.summary(with_rm)  # GiB to 3 decimals: 0 for `tiny`.
+    assert headline["reward_model"] == "tiny" and "reward_model" in headline["gib_per_device"]
+    with pytest.raises(ValueError, match="program='rl_step'"):
+        memory_plan.plan("tiny", **TINY, reward_model="tiny")

@@ -6,7 +6,8 @@ the split path's update), AOT-compiles it from abstract, sharded inputs on a mes
 devices, and reads XLA's per-device `memory_analysis()` and the collectives of the
 partitioned program (`perf.collectives`). The state is the run's: float32 parameters and
 AdamW moments sharded by the rules, the reference model in the compute dtype (in host memory
-with `reference_memory="pinned_host"`), a value model with `advantage="gae"`; with LoRA
+with `reference_memory="pinned_host"`), a value model with `advantage="gae"`, a frozen reward
+model (`reward_model`: a shape scored inside the one-program step); with LoRA
 (`lora_rank` > 0) a frozen base (`quantize_base`: none, int8, nf4) plus adapters, AdamW over
 the adapters only and no reference copy (the reference is the base, adapters off). The model keeps
 the run's layer loop (unrolled up to 32 layers, scanned above: `ModelConfig.scan_unroll`),
@@ -85,8 +86,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
          param_dtype: str = "float32", remat: str = "full",
          reference_memory: str = "device", cache_window: Optional[int] = None,
          scan_unroll: Optional[int] = None, attention: str = "auto", lora_rank: int = 0,
-         lora_targets: str = "all", quantize_base: str = "none", run: bool = False
-         ) -> Dict[str, Any]:
+         lora_targets: str = "all", quantize_base: str = "none", reward_model: str = "",
+         run: bool = False) -> Dict[str, Any]:
     """Compiles `program` for `preset` on all visible devices; returns per-device bytes.
 
     Args:
@@ -108,6 +109,9 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
       lora_rank, lora_targets, quantize_base: `model.lora.rank` (0: full fine-tuning; alpha
         2 × rank), `.targets` ("all" or a comma list of q,k,v,o,gate,up,down) and
         `.quantize_base` ("none", "int8", "nf4") of a LoRA / QLoRA run.
+      reward_model: a preset / `EXTRA_SHAPES` name: a scalar reward model of that shape (the
+        run's dtypes and layer loop; at `n_layers` too) scored inside the one-program step
+        ("": none). Only with program="rl_step" (the split path scores it elsewhere).
       run: also run the compiled program once on zero inputs and add the device's allocator
         statistics (`run_once`; the plan's check on a GPU or TPU).
 
@@ -129,6 +133,9 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
                       scan_unroll=scan_unroll or 0, attention=attention, **lora_fields)
     if n_layers is not None:
         mc = shallow_config(mc, n_layers)
+    reward_config = _reward_config(reward_model, program, n_layers, dtype=dtype,
+                                   param_dtype=param_dtype, remat=remat,
+                                   scan_unroll=scan_unroll or 0, attention=attention)
     mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": tensor})
     rule_set = sharding.get_rules(rules)
     work = programs.Workload(prompts=prompts, samples=samples, prompt_len=prompt_len,
@@ -138,7 +145,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
     start = time.perf_counter()
     kw = dict(reference_memory=reference_memory, quantize_base=quantize_base)
     if program == "rl_step":
-        lowered = programs.lower_rl_step(mc, mesh, rule_set, work, cache_window, **kw)
+        lowered = programs.lower_rl_step(mc, mesh, rule_set, work, cache_window,
+                                         reward_config=reward_config, **kw)
     else:
         lowered = programs.lower_update(mc, mesh, rule_set, work, **kw)
     compiled, hlo = collectives.compile_partitioned(lowered)
@@ -153,8 +161,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
         out.update(run_once(lowered, compiled))
     tx_state, shardings = programs.abstract_state(
         mc, mesh, rule_set, _optimizer(), work.rl_config(), _optimizer() if advantage == "gae"
-        else None, **kw)
-    for name in ("params", "opt_state", "ref_params", "value_params"):
+        else None, reward_config=reward_config, **kw)
+    for name in ("params", "opt_state", "ref_params", "value_params", "reward_params"):
         tree = getattr(tx_state, name)
         out[f"{name}_bytes"] = 0 if tree is None else _per_device_bytes(
             tree, getattr(shardings, name))
@@ -167,10 +175,23 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
             "advantage": advantage, "dtype": dtype, "param_dtype": param_dtype, "remat": remat,
             "reference_memory": reference_memory, "attention": attention,
             "lora_rank": lora_rank, "lora_targets": ",".join(mc.lora_targets) if lora_rank
-            else "", "quantize_base": quantize_base, "params": mc.num_params(),
+            else "", "quantize_base": quantize_base, "reward_model": reward_model,
+            "params": mc.num_params(),
             "trainable_params": lora.num_params(mc) if lora_rank else mc.num_params(),
             "compile_s": round(compile_s, 1), "platform": jax.devices()[0].platform,
             **out, "collectives": collectives.collectives(hlo)}
+
+
+def _reward_config(name: str, program: str, n_layers: Optional[int], **fields):
+    """The reward model's `ModelConfig` (None without `name`), shallow like the policy."""
+    if not name:
+        return None
+    if program != "rl_step":
+        raise ValueError("reward_model: the reward model is scored inside the one-program "
+                         "step; plan it with program='rl_step' (the split path scores it "
+                         "outside the update)")
+    config = model_config(name, **fields)
+    return config if n_layers is None else shallow_config(config, n_layers)
 
 
 def run_once(lowered, compiled) -> Dict[str, Any]:
@@ -257,10 +278,15 @@ def extrapolate(shallow: Dict[str, Any], deeper: Dict[str, Any], n_layers: int) 
 
 def plan_deep(devices: int, n_layers_pair=(2, 4), **kwargs) -> Dict[str, Any]:
     """`plan` at the full depth of kwargs["preset"], from two shallow compiles (each in its
-    own process) extrapolated per layer; the full depth itself when it is not deeper."""
+    own process) extrapolated per layer; the full depth itself when it is not deeper. A
+    reward model must then be as deep as the policy (both shrink together)."""
     depth = model_config(kwargs["preset"]).n_layers
     if depth <= n_layers_pair[1]:
         return run_in_subprocess(devices, **kwargs)
+    if kwargs.get("reward_model") and model_config(kwargs["reward_model"]).n_layers != depth:
+        raise ValueError(f"reward_model: {kwargs['reward_model']} is not {depth} layers deep "
+                         f"like {kwargs['preset']}: the per-layer extrapolation needs one "
+                         "depth (compile the full depth instead)")
     a, b = (run_in_subprocess(devices, n_layers=n, **kwargs) for n in n_layers_pair)
     return extrapolate(a, b, depth)
 
@@ -283,11 +309,13 @@ def summary(r: Dict[str, Any]) -> Dict[str, Any]:
     parts = {name: round(r.get(key, 0) / GIB, 3) for name, key in (
         ("params", "params_bytes"), ("trainable", "trainable_bytes"),
         ("optimizer", "opt_state_bytes"), ("reference", "ref_params_bytes"),
-        ("value", "value_params_bytes"), ("arguments", "argument_size_in_bytes"),
+        ("value", "value_params_bytes"), ("reward_model", "reward_params_bytes"),
+        ("arguments", "argument_size_in_bytes"),
         ("temporaries", "temp_size_in_bytes"))}
     return {"preset": r["preset"], "devices": r["devices"], "rules": r["rules"],
             "mesh": r["mesh"], "n_layers": r["n_layers"], "program": r.get("program"),
             "lora_rank": r.get("lora_rank", 0), "quantize_base": r.get("quantize_base", "none"),
+            "reward_model": r.get("reward_model", ""),
             "extrapolated_from": r.get("extrapolated_from"),
             "peak_gib_per_device": round(r["peak_bytes"] / GIB, 2), "gib_per_device": parts,
             "verdicts": verdicts(r["peak_bytes"]), "collectives": r["collectives"]}

@@ -8,7 +8,8 @@ collectives table.
 
 The state is the one a run builds: float32 parameters and AdamW moments sharded by the
 rules, a reference model (`train.reference`: the compute dtype, on the devices or in host
-memory) when `rl.kl_coef` > 0, a value model for `advantage="gae"`. With LoRA
+memory) when `rl.kl_coef` > 0, a value model for `advantage="gae"`, and optionally a frozen
+reward model scored inside the one-program step. With LoRA
 (`mc.lora_rank` > 0) the policy is a frozen base (stored `quantize_base`: none, int8 or nf4)
 with adapters attached, AdamW's moments are the adapters' only, and there is no reference
 copy (the reference is the base with the adapters off), as `train.build.rl_state` makes it.
@@ -66,12 +67,14 @@ def policy_params(mc, quantize_base="none"):
 
 
 def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="device",
-                   quantize_base="none"):
+                   quantize_base="none", reward_config=None):
     """(TrainState of sharded ShapeDtypeStructs, its shardings) as `train.build` places it
     (the reference in `reference_memory`: "device" or "pinned_host"; with LoRA none, and the
-    optimizer state over the adapters only)."""
+    optimizer state over the adapters only; with `reward_config` (a `ModelConfig`) a frozen
+    scalar reward model's parameters, sharded by the rules like the policy's)."""
     from rlvr_jax import models, sharding
     from rlvr_jax.models import lora, transformer
+    from rlvr_jax.models import reward_model as rm_lib
     from rlvr_jax.train import adapters, reference
     from rlvr_jax.train import state as state_lib
     params = jax.eval_shape(lambda: policy_params(mc, quantize_base))
@@ -83,9 +86,11 @@ def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="dev
     value = jax.eval_shape(lambda p: models.init_value_params(
         mc, jax.random.PRNGKey(0), adapters.full_weights(p, mc)),
         params) if rl.needs_value else None
-    state = jax.eval_shape(lambda p, r, v: state_lib.create_train_state(
+    rm = None if reward_config is None else rm_lib.reward_param_shapes(reward_config, 1)
+    state = jax.eval_shape(lambda p, r, v, w: state_lib.create_train_state(
         p, tx, jax.random.PRNGKey(0), ref_params=r, value_params=v, value_tx=value_tx,
-        kl_coef=rl.kl_coef if rl.adaptive_kl else None), params, ref, value)
+        kl_coef=rl.kl_coef if rl.adaptive_kl else None, reward_params=w),
+        params, ref, value, rm)
     replicated = NamedSharding(mesh, PartitionSpec())
     value_specs = models.value_logical_axes(mc) if value is not None else None
     shardings = state.replace(
@@ -100,7 +105,9 @@ def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="dev
             value_specs, mesh, rules, value),
         value_opt_state=None if value is None else sharding.optimizer_state_sharding(
             value_tx, value, value_specs, mesh, rules),
-        kl_coef=None if state.kl_coef is None else replicated)
+        kl_coef=None if state.kl_coef is None else replicated,
+        reward_params=None if rm is None else sharding.logical_to_mesh_sharding(
+            rm_lib.reward_logical_axes(reward_config), mesh, rules, rm))
     return _abstract(state, shardings), shardings
 
 
@@ -134,16 +141,18 @@ def lower_update(mc, mesh, rules, workload: Workload = Workload(), reference_mem
 
 
 def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window=None,
-                  decode_shardings=None, reference_memory="device", quantize_base="none"):
-    """The one-program RL step (`step.make_rl_step`: sample, score, update) lowered."""
-    from rlvr_jax import sharding
+                  decode_shardings=None, reference_memory="device", quantize_base="none",
+                  reward_config=None):
+    """The one-program RL step (`step.make_rl_step`: sample, score, update) lowered; with
+    `reward_config` (a `ModelConfig`) a reward model scores the B sequences inside it."""
+    from rlvr_jax import scoring, sharding
     from rlvr_jax.train import state as state_lib
     from rlvr_jax.train import step as step_lib
     w, rl = workload, workload.rl_config()
     tx = state_lib.make_optimizer(learning_rate=1e-6)
     value_tx = tx if rl.needs_value else None
     state, _ = abstract_state(mc, mesh, rules, tx, rl, value_tx, reference_memory,
-                              quantize_base)
+                              quantize_base, reward_config)
     batch = {"prompt_tokens": _rows(mesh, rules, (w.prompts, w.prompt_len)),
              "prompt_mask": _rows(mesh, rules, (w.prompts, w.prompt_len)),
              "answers": _rows(mesh, rules, (w.prompts,))}
@@ -152,7 +161,10 @@ def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window
         del mask, answers
         return (tokens[:, 0] % 2 == 0).astype(jnp.float32)
 
-    fn = step_lib.make_rl_step(mc, w.sampling_config(cache_window), rl, tx, verifier,
+    scorer = scoring.token_scorer(
+        verifier, rl=rl, max_new_tokens=w.new_tokens, num_samples=w.samples,
+        reward_model=None if reward_config is None else scoring.RewardModel(reward_config))
+    fn = step_lib.make_rl_step(mc, w.sampling_config(cache_window), rl, tx, scorer=scorer,
                                value_tx=value_tx, decode_shardings=decode_shardings)
     with sharding.activate(mesh, rules):
         return fn.lower(state, batch)

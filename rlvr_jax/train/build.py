@@ -14,7 +14,7 @@ from rlvr_jax import distributed, evaluation, models, multiturn, sampling, scori
 from rlvr_jax.data import datasets
 from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import adaptive, adapters, reference
+from rlvr_jax.train import adaptive, adapters, offpolicy, reference
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train.rl_config import RLConfig
 from rlvr_jax.train.errors import ConfigError, user_input
@@ -449,10 +449,11 @@ def reward_model_params(config, reward_model, placer: Placer):
 
 
 def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config, init_rng,
-             rl_rng, reward_params=None, reference_memory="device") -> state_lib.TrainState:
+             rl_rng, reward_params=None, reference_memory="device",
+             teacher=None) -> state_lib.TrainState:
     """The RL TrainState: policy (+ reference model, `reference.reference_params`: the compute
     dtype, in `reference_memory`; + value model from the policy, + a frozen reward model's
-    parameters, already placed), placed."""
+    parameters, and a `distill.Teacher`, already placed), placed."""
     value_params = None
     if rl.needs_value:  # PPO: a value model initialised from the (warmed-up) policy.
         value_params = placer.value_params(models.init_value_params(
@@ -463,6 +464,8 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
         if rl.needs_reference and not lora.has_adapters(params) else None,  # LoRA: the base.
         value_params=value_params, value_tx=value_tx,
         kl_coef=rl.kl_coef if rl.adaptive_kl else None, reward_params=reward_params)
+    if teacher is not None:  # On-policy distillation: the frozen teacher, already placed.
+        state = state.replace(teacher_params=teacher)
     state = placer.scalars(state.replace(opt_state=placer.opt_state(state.opt_state, tx, params)))
     if rl.needs_value:
         state = state.replace(value_opt_state=placer.value_opt_state(
@@ -470,9 +473,16 @@ def rl_state(rl: RLConfig, params, placer: Placer, tx, value_tx, *, model_config
     return state
 
 
-def place_rl_batch(placer: Placer, pb, width: int, source: str = "the RL batch") -> dict:
-    return placer.batch({"prompt_tokens": pb.tokens, "prompt_mask": prompt_mask(pb.lengths, width),
-                         "answers": pb.answers}, source)
+def place_rl_batch(placer: Placer, pb, config, tokenizer) -> dict:
+    """The RL batch of `pb` placed (+ the worked solutions with rl.offpolicy_per_group)."""
+    batch = {"prompt_tokens": pb.tokens, "answers": pb.answers,
+             "prompt_mask": prompt_mask(pb.lengths, config.data.max_prompt_len)}
+    if config.rl.offpolicy_per_group or config.rl.hint_mode != "off":
+        with user_input("rl.offpolicy_per_group" if config.rl.offpolicy_per_group else
+                        "rl.hint_mode"):
+            batch.update(offpolicy.solution_arrays(pb.examples, tokenizer,
+                                                   config.sampling.max_new_tokens))
+    return placer.batch(batch, data_name(config))
 
 
 def data_name(config) -> str:

@@ -60,6 +60,8 @@ class Experience:
       returns: [B, N] value targets (gae).
       packed: inside the packed update's micro-batch loop (`train/packing.py`), the
         micro-batch's packed rows; `mask` is then limited to its sequences.
+      offpolicy, sft_weight: [B] bool, the expert rows (rl.offpolicy_per_group), and [B]
+        float32 CHORD's μ of this step (`train/offpolicy.py`); None without expert rows.
     """
     tokens: jax.Array
     attention: jax.Array
@@ -74,6 +76,8 @@ class Experience:
     old_values: Optional[jax.Array] = None
     returns: Optional[jax.Array] = None
     packed: Optional[Micro] = None
+    offpolicy: Optional[jax.Array] = None
+    sft_weight: Optional[jax.Array] = None
 
     @property
     def num_new(self) -> int:

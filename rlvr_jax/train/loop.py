@@ -33,8 +33,9 @@ from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import Tokenizer, load_tokenizer
 from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import adaptive, adapters, build, preempt
+from rlvr_jax.train import adaptive, adapters, build, distill, preempt
 from rlvr_jax.train import lock as lock_lib
+from rlvr_jax.train.state import FROZEN
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train.sft import make_sft_step
 from rlvr_jax.train.step import make_step
@@ -283,7 +284,8 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
                            reward_params=build.reward_model_params(config, rm, r.placer),
-                           reference_memory=config.mesh.reference_memory)
+                           reference_memory=config.mesh.reference_memory,
+                           teacher=distill.teacher_of(r.rl, r.model_config, r.placer))
     program = make_step(r.sampler, r.scorer, r.rl, tx, value_tx=value_tx)  # 1 or 2 programs.
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
@@ -322,8 +324,7 @@ def rl_step(r: Run, program, state, loader, i: int):
     t0 = time.perf_counter()
     pb = next(loader)
     with sharding.activate(r.placer.mesh, r.placer.rules):
-        batch = build.place_rl_batch(r.placer, pb, config.data.max_prompt_len,
-                                     build.data_name(config))
+        batch = build.place_rl_batch(r.placer, pb, config, r.tokenizer)
         state, metrics, samples = program(state, batch, pb.examples)
         if config.log_samples_every > 0 and (i + 1) % config.log_samples_every == 0:
             k = config.log_num_samples
@@ -417,7 +418,7 @@ def restore(r: Run, step: int, state):
         if adapters.enabled(r.config):  # The adapters, on the base saved once.
             base = adapters.restore_base(r.workdir, r.config, state.params)
             restored = restored.replace(params=lora.attach(base, restored.params))
-        return restored.replace(reward_params=state.reward_params), extra
+        return restored.replace(**{k: getattr(state, k) for k in FROZEN}), extra
     except (ValueError, TypeError, KeyError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise ConfigError(f"--workdir: the step-{step} checkpoint in {r.ckpt.directory} does not "
@@ -444,10 +445,9 @@ def restore_adaptive(r: Run, resumed) -> None:
 
 
 def _saved_part(state):
-    """The state a checkpoint holds: all of it but a reward model's frozen parameters, which
-    are read again from `reward.reward_model_path` on resume, and a LoRA policy's frozen
-    base (saved once: `adapters.save_base`)."""
-    return state.replace(reward_params=None, params=adapters.saved_params(state.params))
+    """The state a checkpoint holds: all but the frozen models (`FROZEN`: read again from their
+    paths on resume) and a LoRA policy's frozen base (saved once: `adapters.save_base`)."""
+    return state.replace(params=adapters.saved_params(state.params), **dict.fromkeys(FROZEN))
 
 
 def _saving(r: Run) -> bool:

@@ -15,7 +15,7 @@ from rlvr_jax.models import ModelConfig, logprobs, transformer
 from rlvr_jax.models.value import value_forward
 from rlvr_jax.numerics import masked_mean
 from rlvr_jax.train.algorithms import Algorithm
-from rlvr_jax.train import packing
+from rlvr_jax.train import offpolicy, packing
 from rlvr_jax.train.experience import Experience
 
 Metrics = Dict[str, jax.Array]
@@ -54,11 +54,13 @@ def logprobs_of(params, mb: Experience, **kwargs):
 
 def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
                      model_config: ModelConfig, algo: Algorithm, temperature: float,
-                     logprob_chunk: int, tis_cap: float = 0.0) -> Tuple[jax.Array, Metrics]:
+                     logprob_chunk: int, tis_cap: float = 0.0,
+                     offpolicy_gamma: float = 0.1) -> Tuple[jax.Array, Metrics]:
     """Aggregated policy loss (+ KL loss, − entropy bonus) of micro-batch `mb`, and metrics.
 
     counts: `losses.global_counts` of the minibatch plus its valid rows ("num_rows").
     tis_cap: > 0 weighs each token by min(π_trainer / π_sampler, tis_cap).
+    offpolicy_gamma: LUFFY's γ on the expert rows (`mb.offpolicy`).
     """
     mask = mb.mask
     # The entropy is always computed: it is logged, and cheap next to the LM-head matmul.
@@ -67,6 +69,9 @@ def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
     old = mb.old_logp if mb.old_logp is not None else jax.lax.stop_gradient(logp)
     loss_mask = mask if mb.entropy_mask is None else algo.entropy_tokens(mask, mb.entropy_mask)
     per_token, metrics = algo.policy_loss(logp, old, mb.advantages, loss_mask)
+    if mb.offpolicy is not None:  # Expert rows: LUFFY's shaping, CHORD's SFT (offpolicy.py).
+        per_token = offpolicy.shaped_objective(per_token, logp, mb.advantages, mb.offpolicy,
+                                               mb.sft_weight, gamma=offpolicy_gamma)
     metrics = {f"loss/{k}": v for k, v in metrics.items()}
     if tis_cap > 0:
         w, tis_metrics = losses.truncated_importance_weights(old, mb.sampler_logp, mask,

@@ -107,6 +107,23 @@ class RLConfig:
       turn_discount: γ over turns (the return of turn k discounts turn j's reward by
         γ^{j−k}).
       turn_lambda: λ of the GAE over turns (turn_advantage="gae").
+      teacher: on-policy distillation (`train/distill.py`): a scripts/train.py workdir or a
+        Hugging Face directory whose model scores the sampled tokens inside the step ("":
+        off); each token's advantage gains −teacher_coef·d_t.
+      teacher_coef: w of the per-token divergence term.
+      teacher_divergence, teacher_jsd_beta: "reverse_kl" (d_t = log π − log π_teacher) or
+        "jsd" (GKD's generalised JSD(β), β = teacher_jsd_beta in (0, 1)).
+      offpolicy_per_group: expert traces in the group (LUFFY; `train/offpolicy.py`): the
+        last k of the G rows of every group are the prompt's worked solution (0: off).
+      offpolicy_gamma: LUFFY's policy shaping f(x) = x / (x + γ) of the expert rows' ratio.
+      offpolicy_sft_weight, offpolicy_sft_weight_end, offpolicy_sft_decay_steps: CHORD's μ
+        of (1 − μ)·L_RL + μ·NLL(expert tokens), decaying linearly from the first to the
+        second over that many optimizer steps (0: constant); 0: LUFFY alone.
+      hint_mode: "off" | "on_fail" (groups whose samples are all wrong are sampled again
+        with a prefix of the worked solution after the prompt) | "schedule" (every group;
+        `train/hints.py`); one-program step only.
+      hint_fraction, hint_decay_steps: the prefix's share of the solution's tokens, decaying
+        linearly to 0 over that many optimizer steps (0: constant).
     """
     num_prompts: int
     advantage: str = "grpo"
@@ -157,6 +174,18 @@ class RLConfig:
     turn_advantage: str = "none"
     turn_discount: float = 1.0
     turn_lambda: float = 1.0
+    teacher: str = ""
+    teacher_coef: float = 1.0
+    teacher_divergence: str = "reverse_kl"
+    teacher_jsd_beta: float = 0.5
+    offpolicy_per_group: int = 0
+    offpolicy_gamma: float = 0.1
+    offpolicy_sft_weight: float = 0.0
+    offpolicy_sft_weight_end: float = 0.0
+    offpolicy_sft_decay_steps: int = 0
+    hint_mode: str = "off"
+    hint_fraction: float = 0.5
+    hint_decay_steps: int = 0
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
@@ -167,6 +196,9 @@ class RLConfig:
         _check_choices(self)
         _check_ranges(self)
         _check_policy_loss(self)
+        _check_teacher(self)
+        _check_offpolicy(self)
+        _check_hints(self)
 
     @property
     def needs_old_logprobs(self) -> bool:
@@ -266,6 +298,45 @@ def _check_policy_loss(rl: RLConfig) -> None:
     if rl.policy_loss == "nft" and (rl.positive_weight, rl.negative_weight) != (1.0, 1.0):
         raise ValueError("policy_loss='nft' needs positive_weight = negative_weight = 1 (weigh "
                          "wrong answers with nft_negative_weight)")
+
+
+def _check_teacher(rl: RLConfig) -> None:
+    if not rl.teacher:
+        return
+    if rl.teacher_divergence not in ("reverse_kl", "jsd"):
+        raise ValueError(f"teacher_divergence must be one of ('reverse_kl', 'jsd'), got "
+                         f"{rl.teacher_divergence!r}")
+    if not 0.0 < rl.teacher_jsd_beta < 1.0:
+        raise ValueError(f"teacher_jsd_beta must be in (0, 1), got {rl.teacher_jsd_beta}")
+    if rl.teacher_coef < 0:
+        raise ValueError(f"teacher_coef must be >= 0, got {rl.teacher_coef}")
+    if rl.policy_loss in SEQUENCE_LOSSES:
+        raise ValueError(f"rl.teacher gives per-token advantages, which policy_loss="
+                         f"{rl.policy_loss!r} (one advantage per sequence) cannot take")
+
+
+def _check_offpolicy(rl: RLConfig) -> None:
+    if rl.offpolicy_per_group < 0 or rl.offpolicy_sft_decay_steps < 0:
+        raise ValueError("offpolicy_per_group and offpolicy_sft_decay_steps must be >= 0")
+    if rl.offpolicy_gamma <= 0:
+        raise ValueError(f"offpolicy_gamma must be > 0, got {rl.offpolicy_gamma}")
+    for name in ("offpolicy_sft_weight", "offpolicy_sft_weight_end"):
+        if not 0.0 <= getattr(rl, name) <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {getattr(rl, name)}")
+    if rl.offpolicy_per_group and (rl.policy_loss in SEQUENCE_LOSSES or rl.pack_length or
+                                   rl.tis_cap):
+        raise ValueError("offpolicy_per_group needs a per-token policy loss, unpacked rows "
+                         "(pack_length=0) and no tis_cap (expert rows have no sampler "
+                         "log-probs)")
+
+
+def _check_hints(rl: RLConfig) -> None:
+    if rl.hint_mode not in ("off", "on_fail", "schedule"):
+        raise ValueError(f"hint_mode must be one of ('off', 'on_fail', 'schedule'), got "
+                         f"{rl.hint_mode!r}")
+    if not 0.0 < rl.hint_fraction <= 1.0 or rl.hint_decay_steps < 0:
+        raise ValueError(f"hint_fraction must be in (0, 1] and hint_decay_steps >= 0, got "
+                         f"{rl.hint_fraction} and {rl.hint_decay_steps}")
 
 
 def defaults() -> dict:

@@ -8,6 +8,9 @@ import optax
 
 from rlvr_jax.models import lora
 
+# The frozen models of a state, never checkpointed (read again from their paths on resume).
+FROZEN = ("reward_params", "teacher_params")
+
 
 @flax.struct.dataclass
 class TrainState:
@@ -29,6 +32,8 @@ class TrainState:
         `rl.kl_target` is set; None adds no leaf, so older checkpoints still restore).
       reward_params: frozen parameters of a reward model scored inside the RL step
         (`scoring.RewardModel`; never updated), or None (no leaf).
+      teacher_params: a frozen distillation teacher (`train.distill.Teacher`; rl.teacher),
+        or None; never checkpointed.
     """
     step: jax.Array
     params: Any
@@ -40,6 +45,7 @@ class TrainState:
     data_position: jax.Array = flax.struct.field(default_factory=lambda: jnp.zeros((), jnp.int32))
     kl_coef: Any = None
     reward_params: Any = None
+    teacher_params: Any = None
 
 
 def make_optimizer(*, learning_rate: float, warmup_steps: int = 0, total_steps: int = 0,

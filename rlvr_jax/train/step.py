@@ -25,7 +25,7 @@ from rlvr_jax import advantages as adv_lib
 from rlvr_jax import losses, models, sampling, scoring
 from rlvr_jax.models import ModelConfig, lora, transformer
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import microbatch, objective, reference
+from rlvr_jax.train import distill, hints, microbatch, objective, offpolicy, reference
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, length_by_correctness, rollout_metrics
@@ -158,6 +158,27 @@ def advantages_stage(groups: Groups, exp: Experience, *, algo: Algorithm,
     return exp.replace(advantages=a, returns=returns), advantage_metrics(a, exp.mask)
 
 
+def guidance_stage(state: TrainState, groups: Groups, exp: Experience, current, *,
+                   rl: RLConfig, model_config: ModelConfig, temperature: float
+                   ) -> Tuple[Experience, Metrics]:
+    """Expert rows (rl.offpolicy_per_group: their flags and CHORD's μ into `exp`,
+    `train/offpolicy.py`) and the teacher's per-token term (rl.teacher, `train/distill.py`);
+    with rollout/all_wrong_fraction and their metrics. current: the policy's log-probs
+    [B, N] of the sampled tokens, or None."""
+    k, b = rl.offpolicy_per_group, exp.tokens.shape[0]
+    metrics = offpolicy.group_metrics(groups.rewards, groups.valid, k)
+    if k:
+        exp = exp.replace(offpolicy=offpolicy.offpolicy_rows(b, groups.rewards.shape[1], k),
+                          sft_weight=jnp.full((b,), offpolicy.sft_weight(state.step, rl)))
+        metrics["offpolicy/sft_weight"] = exp.sft_weight[0]
+    if rl.teacher:
+        exp, distill_metrics = distill.teacher_stage(state, exp, current, rl=rl,
+                                                     model_config=model_config,
+                                                     temperature=temperature)
+        metrics.update(distill_metrics)
+    return exp, metrics
+
+
 def _minibatch_counts(mb: Experience) -> Dict[str, jax.Array]:
     """Global normalisers of a minibatch (each at least 1)."""
     counts = losses.global_counts(mb.mask)
@@ -182,7 +203,8 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
     order = jnp.stack(perms).reshape(rl.epochs * rl.minibatches, mb_size)
     policy_objective = functools.partial(
         objective.policy_objective, model_config=model_config, algo=algo,
-        temperature=temperature, logprob_chunk=rl.logprob_chunk, tis_cap=rl.tis_cap)
+        temperature=temperature, logprob_chunk=rl.logprob_chunk, tis_cap=rl.tis_cap,
+        offpolicy_gamma=rl.offpolicy_gamma)
     trainable, frozen = split_trainable(state.params)  # LoRA: gradients of the adapters only.
     grad_fn = jax.value_and_grad(
         lambda p, *args, **kw: policy_objective(join_trainable(p, frozen), *args, **kw),
@@ -273,6 +295,9 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
         groups, kl_tok, kl_metrics = kl_in_reward(groups, exp, current, kl_coef, algo=algo, rl=rl)
         metrics.update(kl_metrics)
     exp, adv_metrics = advantages_stage(groups, exp, algo=algo, kl_tok=kl_tok, kl_coef=kl_coef)
+    exp, guide_metrics = guidance_stage(state, groups, exp, current, rl=rl,
+                                        model_config=model_config, temperature=temperature)
+    metrics.update(guide_metrics)
     metrics.update(rollout_metrics(groups.rollout, groups.rewards, groups.valid))
     metrics.update(adv_metrics)
     state, train_metrics = optimise(state, exp, rng, algo=algo, model_config=model_config,
@@ -313,6 +338,29 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
     metrics.update(length_by_correctness(rollout, correct))
     return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask, "rewards": rewards,
                             "correct": correct}
+
+
+def _with_experts(rollout: sampling.Rollout, batch: Batch, rl: RLConfig, group_size: int):
+    """`rollout` with rl.offpolicy_per_group expert rows per group (`train/offpolicy.py`)."""
+    if not rl.offpolicy_per_group:
+        return rollout
+    return offpolicy.insert_solutions(rollout, batch, per_group=rl.offpolicy_per_group,
+                                      group_size=group_size)
+
+
+def _with_hints(rollout: sampling.Rollout, state: TrainState, batch: Batch, rng, *,
+                sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig):
+    """`rollout` with rl.hint_mode's hinted groups (`train/hints.py`), and their metrics;
+    the verdicts that pick the failed groups are the scorer's of `rollout`."""
+    if rl.hint_mode == "off":
+        return rollout, {}
+    sc = sampler.sampling_config
+    x = scoring.Inputs(rollout, answers=jnp.repeat(batch["answers"], sc.num_samples, axis=0),
+                       group_size=sc.num_samples, reward_params=state.reward_params)
+    return hints.with_hints(
+        rollout, scorer.score_device(x, None)[2], batch, jax.random.fold_in(rng, 1), state.step,
+        trace=lambda b, r: sampler.trace(state.params, b, r)[0], rl=rl,
+        group_size=sc.num_samples, pad_id=sc.pad_id)
 
 
 def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig, *,
@@ -386,8 +434,12 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
     def rl_step(state: TrainState, batch: Batch):
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout, episodes = sampler.trace(state.params, batch, sample_rng)
+        rollout = _with_experts(rollout, batch, rl, sampling_config.num_samples)
+        rollout, hint_metrics = _with_hints(rollout, state, batch, sample_rng, sampler=sampler,
+                                            scorer=scorer, rl=rl)
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
                                          batch["answers"], None, update_rng)
+        metrics.update(hint_metrics)
         return (state, metrics, samples) if return_rollout else (state, metrics)
     return rl_step
 
@@ -403,6 +455,9 @@ def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
     batch's P' examples. The state is donated.
     """
     sc = sampler.sampling_config
+    if rl.hint_mode != "off":
+        raise ValueError("rl.hint_mode needs the one-program step (a traceable sampler and "
+                         "scorer: no host terms or host environment)")
     scorer.start()  # Its host pool, if any: started before the first step's samples.
     finish = jax.jit(functools.partial(
         score_and_update, scorer=scorer, model_config=sampler.model_config,
@@ -412,6 +467,7 @@ def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
     def split_step(state: TrainState, batch: Batch, examples):
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout, episodes, sample_metrics = sampler(state.params, batch, sample_rng, examples)
+        rollout = _with_experts(rollout, batch, rl, sc.num_samples)
         host = scorer.score_host(rollout, examples, sc.num_samples)
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
                                          batch.get("answers"), host, update_rng)

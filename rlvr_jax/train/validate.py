@@ -239,6 +239,12 @@ def _check_training(config) -> None:
               f"step (rl.num_prompts x rl.num_samples)")
     if rl_config.advantage == "rloo" and rl.num_samples < 2:
         _fail("rl.num_samples", "the RLOO baseline (leave one out) needs >= 2 samples per prompt")
+    if rl_config.offpolicy_per_group >= rl.num_samples:
+        _fail("rl.offpolicy_per_group", f"must leave at least one on-policy row of the "
+              f"rl.num_samples={rl.num_samples}")
+    if rl_config.teacher and not os.path.isfile(os.path.join(rl_config.teacher, "config.json")):
+        _fail("rl.teacher", f"{rl_config.teacher!r} has no config.json (a scripts/train.py "
+              "--workdir or a Hugging Face model directory)")
 
 
 def _check_eval(config) -> None:

@@ -1,0 +1,100 @@
+"""Hints: groups that fail are sampled again with a prefix of the worked solution (GHPO,
+"Adaptive Guidance Accelerates RL", SEELE, HiLL), inside the one compiled RL step.
+
+    rl.hint_mode = "off" | "on_fail" | "schedule"
+    rl.hint_fraction = 0.5     # of the worked solution's tokens (its EOS excluded)
+    rl.hint_decay_steps = 0    # > 0: the fraction decays linearly to 0 over that many
+                               # optimizer steps
+
+on_fail: the groups whose G samples the verifier all rejects are sampled again, each prompt
+followed by the first ⌊fraction·len⌋ tokens of its solution; "schedule": every group is,
+with the decaying fraction. The hinted row's completion is hint ++ continuation (cut to N):
+the policy is trained on the continuation in the context of prompt + hint, the hint tokens
+are masked from the loss (`Rollout.loss_mask`) and the verifier scores the whole completion.
+Static shapes: the second pass samples all P' prompts at width Tp + N under a `lax.cond`
+that runs it only when some group needs a hint. Guide's importance correction against the
+hint-free context is not implemented. Shapes: P' prompts, G rows each, B' = P'·G, N new
+tokens, Tp prompt width.
+"""
+from typing import Callable, Dict, Tuple
+
+import jax
+import jax.numpy as jnp
+
+from rlvr_jax import sampling
+
+MODES = ("off", "on_fail", "schedule")
+Metrics = Dict[str, jax.Array]
+
+
+def hint_fraction(step, rl) -> jax.Array:
+    """rl.hint_fraction, decaying linearly to 0 over rl.hint_decay_steps (0: constant)."""
+    if rl.hint_decay_steps <= 0:
+        return jnp.asarray(rl.hint_fraction, jnp.float32)
+    left = jnp.clip(1.0 - step.astype(jnp.float32) / rl.hint_decay_steps, 0.0, 1.0)
+    return (rl.hint_fraction * left).astype(jnp.float32)
+
+
+def hinted_prompts(prompt_tokens, prompt_mask, hint_tokens, h, pad_id: int
+                   ) -> Tuple[jax.Array, jax.Array]:
+    """Left-padded [P', Tp + N] prompts: each prompt followed by the first h[p] tokens of
+    `hint_tokens` [P', N] (a stable sort moves the padding to the left)."""
+    n = hint_tokens.shape[1]
+    full = jnp.concatenate([prompt_tokens, hint_tokens], axis=1)
+    mask = jnp.concatenate([prompt_mask.astype(jnp.int32),
+                            (jnp.arange(n)[None, :] < h[:, None]).astype(jnp.int32)], axis=1)
+    order = jnp.argsort(mask, axis=1, stable=True)
+    mask = jnp.take_along_axis(mask, order, axis=1)
+    tokens = jnp.where(mask > 0, jnp.take_along_axis(full, order, axis=1), pad_id)
+    return tokens.astype(prompt_tokens.dtype), mask.astype(prompt_mask.dtype)
+
+
+def splice(hint_tokens, h, cont: sampling.Rollout, pad_id: int) -> sampling.Rollout:
+    """Rows [B', N] of hint ++ continuation: tokens j < h[b] from `hint_tokens`, then the
+    continuation's, cut to N; `loss_mask` only on the continuation's tokens."""
+    n = cont.tokens.shape[1]
+    j = jnp.arange(n)[None, :]
+    src = jnp.clip(j - h[:, None], 0, n - 1)
+    take = lambda x: jnp.take_along_axis(x, src, axis=1)  # noqa: E731
+    is_hint = j < h[:, None]
+    from_cont = (~is_hint) & (take(cont.mask) > 0)
+    mask = (is_hint | from_cont).astype(cont.mask.dtype)
+    return cont.replace(
+        tokens=jnp.where(is_hint, hint_tokens, jnp.where(from_cont, take(cont.tokens), pad_id)),
+        mask=mask, loss_mask=from_cont.astype(cont.mask.dtype),
+        logprobs=jnp.where(from_cont, take(cont.logprobs), 0.0),
+        lengths=jnp.sum(mask, axis=1).astype(cont.lengths.dtype),
+        finished=cont.finished & (cont.lengths + h <= n))
+
+
+def with_hints(rollout: sampling.Rollout, correct, batch, rng, step, *, trace: Callable,
+               rl, group_size: int, pad_id: int) -> Tuple[sampling.Rollout, Metrics]:
+    """`rollout` with the groups that need a hint (rl.hint_mode) replaced by hinted rows.
+
+    correct: [B'] bool, the verifier's verdicts of `rollout`; batch: the step's batch with
+    "solution_tokens" / "solution_mask" [P', N]; trace(batch, rng) -> Rollout: the sampler.
+    """
+    p = batch["prompt_tokens"].shape[0]
+    need = ~jnp.any(correct.reshape(p, group_size), axis=1)
+    if rl.hint_mode == "schedule":
+        need = jnp.ones_like(need)
+    frac = hint_fraction(step, rl)
+    sol_len = jnp.sum(batch["solution_mask"], axis=1) - 1  # Its EOS is never a hint.
+    h = jnp.where(need, jnp.floor(frac * sol_len).astype(jnp.int32), 0)
+    rows = jnp.repeat(h > 0, group_size)
+    hint_rows = jnp.repeat(batch["solution_tokens"], group_size, axis=0)
+    base = rollout.replace(loss_mask=rollout.model_mask)
+
+    def hinted(_):
+        tokens, mask = hinted_prompts(batch["prompt_tokens"], batch["prompt_mask"],
+                                      batch["solution_tokens"], h, pad_id)
+        cont = trace({**batch, "prompt_tokens": tokens, "prompt_mask": mask}, rng)
+        new = splice(hint_rows, jnp.repeat(h, group_size), cont, pad_id)
+        new = new.replace(prompt_tokens=base.prompt_tokens, prompt_mask=base.prompt_mask,
+                          decode_steps=base.decode_steps)
+        return jax.tree.map(lambda a, b: jnp.where(
+            rows.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, base)
+
+    out = jax.lax.cond(jnp.any(rows), hinted, lambda _: base, None)
+    return out, {"hint/hinted_group_fraction": jnp.mean((h > 0).astype(jnp.float32)),
+                 "hint/fraction": frac}
