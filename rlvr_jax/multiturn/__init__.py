@@ -34,14 +34,18 @@ OBS_TOKENS = {"python": 32, "lookup": 32, "guess_number": 12}  # Default observa
 
 
 def build_env(name: str, tokenizer, *, max_turns: int, max_turn_tokens: int,
-              max_obs_tokens: int = 0, timeout_s: float = 5.0, corpus_path: str = ""):
+              max_obs_tokens: int = 0, timeout_s: float = 5.0, corpus_path: str = "",
+              turn_reward: float = 0.0):
     """An environment by name, for `tokenizer`'s token ids (close tag ``]``).
 
     name: "calculator" (on device), "calculator_host", "python", "lookup", "guess_number"
-    (on the host). max_obs_tokens: 0 = the environment's default budget.
+    (on the host). max_obs_tokens: 0 = the environment's default budget. turn_reward:
+    guess_number's per-guess reward scale (0: none).
     """
     if name not in ENVS:
         raise ValueError(f"unknown environment {name!r}; known: {sorted(ENVS)}")
+    if turn_reward and name != "guess_number":
+        raise ValueError(f"env.turn_reward: only guess_number has a per-turn reward, not {name!r}")
     if name == "calculator":
         return Calculator.for_tokenizer(tokenizer, max_turns=max_turns,
                                         max_turn_tokens=max_turn_tokens)
@@ -52,6 +56,8 @@ def build_env(name: str, tokenizer, *, max_turns: int, max_turn_tokens: int,
               max_obs_tokens=max_obs_tokens or OBS_TOKENS.get(name, 10), timeout_s=timeout_s)
     if name == "lookup":
         kw["corpus_path"] = corpus_path
+    if turn_reward:
+        kw["turn_reward"] = float(turn_reward)
     return ENVS[name](**kw)
 
 

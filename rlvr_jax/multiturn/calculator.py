@@ -42,6 +42,7 @@ class Calculator(DeviceEnv):
     Attributes (besides `DeviceEnv`'s): the token ids of the digits ``0``–``9``, of
     ``+ - *``, ``[``, ``=`` and ``?``, and `max_operand_digits` (≤ 4: values fit int32).
     """
+    answer_format = " #### {}"  # The answer as the model writes it (the `info_gain` term).
     digit_ids: Tuple[int, ...] = ()
     op_ids: Tuple[int, ...] = ()
     open_id: int = -1

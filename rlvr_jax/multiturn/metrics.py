@@ -21,7 +21,8 @@ def episode_metrics(rollout: sampling.Rollout, episodes: Episodes,
       tool/call_rate (episodes with >= 1 call), tool/error_rate (errors per call),
       episode/observation_fraction (observation tokens / all completion tokens), and
       reward/calls_0, reward/calls_1, reward/calls_2+ (mean reward of the episodes with that
-      many calls; 0 when there is none) with episode/calls_{0,1,2+}_fraction.
+      many calls; 0 when there is none) with episode/calls_{0,1,2+}_fraction; per turn k
+      (`turn_metrics`) turn/k/fraction, turn/k/tokens, turn/k/env_reward, turn/k/error_rate.
     """
     calls = episodes.calls
     obs = jnp.sum(rollout.mask - rollout.loss_mask)
@@ -33,4 +34,24 @@ def episode_metrics(rollout: sampling.Rollout, episodes: Episodes,
     for name, rows in (("0", calls == 0), ("1", calls == 1), ("2+", calls >= 2)):
         out[f"reward/calls_{name}"] = masked_mean(rewards, rows)
         out[f"episode/calls_{name}_fraction"] = jnp.mean(rows.astype(jnp.float32))
+    out.update(turn_metrics(rollout, episodes))
     return {k: jnp.asarray(v, jnp.float32) for k, v in out.items()}
+
+
+def turn_metrics(rollout: sampling.Rollout, episodes: Episodes) -> Dict[str, jax.Array]:
+    """Per model turn k < K (`env.max_turns`), over the episodes that reached turn k:
+    turn/k/fraction (of all episodes), turn/k/tokens (the model's tokens in turn k),
+    turn/k/env_reward (the environment's reward of turn k) and turn/k/error_rate (of the
+    calls ending turn k, the tool errors; over the episodes reaching turn k)."""
+    k = episodes.turn_reward.shape[1]
+    ids = jnp.asarray(rollout.turn_ids)[..., None] == jnp.arange(k)[None, None, :]
+    tokens = jnp.sum(ids & (rollout.loss_mask[..., None] > 0), axis=1)        # [B, K]
+    reached = episodes.turns[:, None] > jnp.arange(k)[None, :]                # [B, K]
+    out = {}
+    for j in range(k):
+        out[f"turn/{j}/fraction"] = jnp.mean(reached[:, j].astype(jnp.float32))
+        out[f"turn/{j}/tokens"] = masked_mean(tokens[:, j].astype(jnp.float32), reached[:, j])
+        out[f"turn/{j}/env_reward"] = masked_mean(episodes.turn_reward[:, j], reached[:, j])
+        out[f"turn/{j}/error_rate"] = masked_mean(
+            episodes.turn_error[:, j].astype(jnp.float32), reached[:, j])
+    return out

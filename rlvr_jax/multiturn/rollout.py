@@ -40,11 +40,16 @@ class Episodes:
       calls: [B] int32 tool calls the environment answered.
       errors: [B] int32 of those calls, the ones the tool reported as errors.
       env_reward: [B] float32 the environment's per-turn rewards, summed.
+      turn_reward: [B, K] float32 the environment's reward of each model turn (K =
+        `env.max_turns`; the reward of the call that ended turn k, 0 without one).
+      turn_error: [B, K] int32, 1 where the call that ended turn k was a tool error.
     """
     turns: jax.Array
     calls: jax.Array
     errors: jax.Array
     env_reward: jax.Array
+    turn_reward: jax.Array
+    turn_error: jax.Array
 
 
 @flax.struct.dataclass
@@ -72,7 +77,9 @@ def init_turns(env: DeviceEnv, env_state, batch: int) -> TurnState:
                      done=jnp.zeros((batch,), bool), cut=jnp.zeros((batch,), bool),
                      pending=jnp.zeros((batch,), bool),
                      stats=Episodes(turns=zi, calls=zi, errors=zi,
-                                    env_reward=jnp.zeros((batch,), jnp.float32)),
+                                    env_reward=jnp.zeros((batch,), jnp.float32),
+                                    turn_reward=jnp.zeros((batch, env.max_turns), jnp.float32),
+                                    turn_error=jnp.zeros((batch, env.max_turns), jnp.int32)),
                      env=env_state)
 
 
@@ -154,13 +161,18 @@ def answer(env: DeviceEnv, s: TurnState, ask: jax.Array, env_state, out: EnvStep
     observation (if any), their turn restarts, its reward / error / done are recorded."""
     obs_len = jnp.clip(out.obs_len, 0, env.max_obs_tokens)
     stats = s.stats
+    k = jax.lax.broadcasted_iota(jnp.int32, stats.turn_reward.shape, 1)
+    this_turn = ask[:, None] & (k == stats.turns[:, None] - 1)  # The call ended turn turns−1.
     return s.replace(
         obs=jnp.where(ask[:, None], out.obs.astype(jnp.int32), s.obs),
         obs_len=jnp.where(ask, obs_len, s.obs_len), obs_pos=jnp.where(ask, 0, s.obs_pos),
         in_obs=jnp.where(ask, obs_len > 0, s.in_obs), turn_len=jnp.where(ask, 0, s.turn_len),
         done=s.done | (ask & out.done), pending=s.pending & ~ask, env=env_state,
         stats=stats.replace(calls=stats.calls + ask, errors=stats.errors + (ask & out.error),
-                            env_reward=stats.env_reward + jnp.where(ask, out.reward, 0.0)))
+                            env_reward=stats.env_reward + jnp.where(ask, out.reward, 0.0),
+                            turn_reward=stats.turn_reward + jnp.where(
+                                this_turn, out.reward[:, None].astype(jnp.float32), 0.0),
+                            turn_error=stats.turn_error + (this_turn & out.error[:, None])))
 
 
 def _write(buffers, t, columns):

@@ -26,6 +26,7 @@ class HostCalculator(HostEnv):
     (`evaluate_call`), so both paths give the same episodes."""
     max_operand_digits: int = 4
     error_text: str = "=?"
+    answer_format = " #### {}"  # The answer as the model writes it (the `info_gain` term).
 
     def respond(self, state, turn_text: str) -> HostReply:
         text = evaluate_call(turn_text, self.max_operand_digits) or "=?"
@@ -101,8 +102,14 @@ class GuessNumber(HostEnv):
     """Find a hidden number: each call ``[16]`` is a guess, answered with the remaining
     interval (``" up 17-32"``), ``" yes"`` or ``" ?"``. The episode's example holds the
     range and the target (`tasks.GuessNumberTask`); the success check is the task's
-    `verify` on the model's guesses, so the game gives no reward of its own."""
+    `verify` on the model's guesses, so the game gives no reward of its own — unless
+    `turn_reward` > 0: then each answered guess earns `turn_reward` × the fraction of the
+    still-possible interval it ruled out (1 for the target), a per-turn env reward
+    (`reward.components=...,turn_env`; docs/multiturn.md "Turn-level credit")."""
     error_text: str = " ?"
+    turn_reward: float = 0.0
+    answer_format = "[{}]"  # The answer as the model writes it (the `info_gain` term).
+    answer_is_call = True   # A winning guess is a call; an EOS turn follows it.
 
     def start(self, example) -> Any:
         m = example.meta
@@ -111,4 +118,7 @@ class GuessNumber(HostEnv):
     def respond(self, state, turn_text: str) -> HostReply:
         text, lo, hi, error = guess_reply(state["lo"], state["hi"], state["target"],
                                           call_body(turn_text))
-        return HostReply(text, dict(state, lo=lo, hi=hi), error=error)
+        before = state["hi"] - state["lo"] + 1
+        ruled_out = 1.0 if text == " yes" else (before - (hi - lo + 1)) / before
+        return HostReply(text, dict(state, lo=lo, hi=hi), error=error,
+                         reward=0.0 if error else self.turn_reward * ruled_out)

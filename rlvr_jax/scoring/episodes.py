@@ -11,8 +11,10 @@ def env_term(setup, weight):
     del weight
     if setup.env is None:
         return None
+    summed = "turn_env" not in setup.components  # Else the turn_env term places them.
 
     def fn(rewards, x):
-        rewards = rewards + x.episodes.env_reward
+        if summed:
+            rewards = rewards + x.episodes.env_reward
         return rewards, multiturn.episode_metrics(x.rollout, x.episodes, rewards)
     return fn

@@ -6,7 +6,7 @@ in the module it belongs to and add one `register` line here (or call
 """
 import functools
 
-from rlvr_jax.scoring import components, episodes, label_free, noise, process, shaping
+from rlvr_jax.scoring import components, episodes, label_free, noise, process, shaping, turns
 from rlvr_jax.scoring.judge import judge_term
 from rlvr_jax.scoring.reward_model import reward_model_term
 from rlvr_jax.scoring.terms import register
@@ -40,5 +40,9 @@ register("length_penalty", shaping.length_penalty_term, "device")
 register("reward_model", reward_model_term, "device")
 # A generative judge's P(yes) for question + answer (reward.judge_path; scoring/judge.py).
 register("judge", judge_term, "device")
+# Multi-turn turn rewards [B, N] at each turn's last model token (docs/multiturn.md): the
+# env's per-turn rewards; the information gain about the answer (IGPO).
+register("turn_env", turns.turn_env_term, "device", per_step=True)
+register("info_gain", turns.info_gain_term, "device", per_step=True)
 # A multi-turn environment's per-turn rewards (env.name).
 register("env", episodes.env_term, "device", component=False)

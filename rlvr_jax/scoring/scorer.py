@@ -139,10 +139,15 @@ class Scorer:
 
     # ------------------------------------------------------------------------- device stage
 
-    def score_device(self, x: Inputs, host: Optional[HostScores] = None):
+    def score_device(self, x: Inputs, host: Optional[HostScores] = None, *,
+                     with_steps: bool = False):
         """(rewards [B], metrics, correct [B] bool): the device terms in order from the host
         stage's reward (its metrics included), or (host None) from 0 and the verifier's on-device verdicts of the
-        model's own tokens (`rollout.model_mask`). Jittable."""
+        model's own tokens (`rollout.model_mask`). Jittable.
+
+        A per-step device term (the turn rewards of `scoring.turns`) returns `StepRewards`
+        [B, N]: summed into each row's reward, or, `with_steps`, kept per step and returned
+        as a 4th element (their sum over the terms, or None without one)."""
         if host is None:
             if not self.traceable:
                 raise ValueError("this scorer has sample or host terms: give score_device the "
@@ -152,9 +157,19 @@ class Scorer:
         else:
             verdicts, metrics, rewards = host.verdicts, dict(host.metrics), host.rewards
         x = x.replace(verdicts=verdicts)
+        steps = None
         for term in self.device_terms:
-            rewards, m = term.fn(rewards, x)
+            if term.per_step:
+                s, m = term.fn(rewards, x)
+                steps = s if steps is None else steps.replace(
+                    values=steps.values + s.values, ends=steps.ends | s.ends)
+                if not with_steps:
+                    rewards = rewards + jnp.sum(jnp.where(s.ends, s.values, 0.0), axis=1)
+            else:
+                rewards, m = term.fn(rewards, x)
             metrics.update(m)
+        if with_steps:
+            return rewards, metrics, is_correct(verdicts), steps
         return rewards, metrics, is_correct(verdicts)
 
     def close(self) -> None:

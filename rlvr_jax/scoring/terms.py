@@ -39,6 +39,8 @@ class Inputs:
       group_size: G.
       episodes: a multi-turn rollout's `multiturn.Episodes` (the env's rewards), or None.
       reward_params: `TrainState.reward_params` (a reward model's frozen parameters).
+      params, model_config: the policy's parameters and `ModelConfig` (the `info_gain` term
+        scores the answer under the policy), or None.
       texts, examples: host terms only: the decoded completions [B] and their examples [B].
     """
     rollout: Any
@@ -47,6 +49,8 @@ class Inputs:
     group_size: int = flax.struct.field(pytree_node=False, default=1)
     episodes: Any = None
     reward_params: Any = None
+    params: Any = None
+    model_config: Any = flax.struct.field(pytree_node=False, default=None)
     texts: Optional[Sequence[str]] = flax.struct.field(pytree_node=False, default=None)
     examples: Optional[Sequence] = flax.struct.field(pytree_node=False, default=None)
 

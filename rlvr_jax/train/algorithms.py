@@ -146,6 +146,10 @@ class Algorithm:
       entropy_tokens: fn(mask [B, N], high_entropy [B, N]) -> the tokens the policy loss
         trains on when entropy_keep_fraction < 1: the high-entropy ones, or with
         `rl.entropy_mask_invert` the other valid tokens (`losses.low_entropy_complement`).
+      turn_advantages: fn(outcome [P, G], turn_ids [B, N], mask, *, turn_rewards, old_values,
+        group_mask) -> (advantages [B, N], returns or None) of multi-turn credit
+        (`advantages.turn_token_advantages`; rl.turn_advantage), replacing the estimator's;
+        None with rl.turn_advantage = "none".
     """
     group_advantages: Optional[Callable]
     token_advantages: Optional[Callable]
@@ -159,6 +163,7 @@ class Algorithm:
     process_rewards: Optional[Callable] = None
     process_advantages: Optional[Callable] = None
     entropy_tokens: Callable = lambda mask, high_entropy: high_entropy
+    turn_advantages: Optional[Callable] = None
 
 
 def resolve(rl: RLConfig) -> Algorithm:
@@ -185,7 +190,10 @@ def resolve(rl: RLConfig) -> Algorithm:
         process_advantages=functools.partial(process_advantages, rl=rl)
         if rl.process and not per_token_process else None,
         entropy_tokens=losses.low_entropy_complement if rl.entropy_mask_invert
-        else (lambda mask, high_entropy: high_entropy))
+        else (lambda mask, high_entropy: high_entropy),
+        turn_advantages=None if rl.turn_advantage == "none" else functools.partial(
+            adv.turn_token_advantages, mode=rl.turn_advantage, gamma=rl.turn_discount,
+            lam=rl.turn_lambda, eps=rl.advantage_eps))
 
 
 def _group_estimator(rl: RLConfig) -> Callable:

@@ -333,7 +333,7 @@ def build_env(config, tokenizer):
         return multiturn.build_env(e.name, tokenizer, max_turns=e.max_turns,
                                    max_turn_tokens=e.max_turn_tokens,
                                    max_obs_tokens=e.max_obs_tokens, timeout_s=e.timeout_s,
-                                   corpus_path=e.corpus_path)
+                                   corpus_path=e.corpus_path, turn_reward=e.turn_reward)
 
 
 def build_sampler(config, model_config, tokenizer, placer: "Placer", env=None) -> Sampler:

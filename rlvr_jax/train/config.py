@@ -188,6 +188,8 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     c.env.timeout_s = 5.0            # Host tools: seconds per call (then an error observation).
     c.env.num_workers = 4            # Host tools: calls run at once.
     c.env.corpus_path = ""           # env.name=lookup: a JSONL file of {"key", "text"} lines.
+    c.env.turn_reward = 0.0          # env.name=guess_number: each guess earns this × the fraction
+    #                                  of the possible interval it ruled out (turn_env term).
 
     c.sft = ml_collections.ConfigDict()  # Supervised warm-up on worked solutions.
     c.sft.steps = 0                  # Supervised steps before RL (0: none).

@@ -18,6 +18,7 @@ POLICY_LOSSES = ("ppo_clip", "gspo", "cispo", "reinforce", "sapo", "dppo", "dcpo
 # Losses with one advantage per sequence (they cannot take process / token advantages).
 SEQUENCE_LOSSES = ("gspo", "luspo", "nft")
 PROCESS_FORMS = ("sum", "min")
+TURN_ADVANTAGES = ("none", "group", "gae")
 # Fields where 0 means "off".
 _ZERO_IS_OFF = ("value_clip", "dual_clip", "kl_target", "tis_cap")
 
@@ -99,6 +100,13 @@ class RLConfig:
         softmax(−r/T)·r instead of the exact minimum (T = 0).
       process_gate: outcome-gated process rewards: step rewards count only in completions
         whose final answer the verifier accepts.
+      turn_advantage: multi-turn credit (`advantages.turn`; docs/multiturn.md): "none" (one
+        advantage per episode; turn rewards summed into its reward), "group" (per-turn
+        group normalisation of the discounted returns over turns, turn k vs turn k of the
+        G episodes) or "gae" (GAE over turns with the value model; advantage="gae").
+      turn_discount: γ over turns (the return of turn k discounts turn j's reward by
+        γ^{j−k}).
+      turn_lambda: λ of the GAE over turns (turn_advantage="gae").
       teacher: on-policy distillation (`train/distill.py`): a scripts/train.py workdir or a
         Hugging Face directory whose model scores the sampled tokens inside the step ("":
         off); each token's advantage gains −teacher_coef·d_t.
@@ -163,6 +171,9 @@ class RLConfig:
     process_form: str = "sum"
     process_temperature: float = 0.0
     process_gate: bool = False
+    turn_advantage: str = "none"
+    turn_discount: float = 1.0
+    turn_lambda: float = 1.0
     teacher: str = ""
     teacher_coef: float = 1.0
     teacher_divergence: str = "reverse_kl"
@@ -222,6 +233,7 @@ def _check_choices(rl: RLConfig) -> None:
     for name, known in (("advantage", ADVANTAGES), ("policy_loss", POLICY_LOSSES),
                         ("aggregation", losses.MODES), ("kl_kind", losses.KINDS),
                         ("gpg_alpha", GPG_ALPHAS), ("process_form", PROCESS_FORMS),
+                        ("turn_advantage", TURN_ADVANTAGES),
                         ("dppo_divergence", losses.DPPO_DIVERGENCES),
                         ("nft_prompt_weight", losses.PROMPT_WEIGHTS)):
         if getattr(rl, name) not in known:
@@ -240,12 +252,17 @@ def _check_ranges(rl: RLConfig) -> None:
     if rl.entropy_mask_invert and rl.entropy_keep_fraction >= 1.0:
         raise ValueError("entropy_mask_invert needs entropy_keep_fraction < 1 (its complement "
                          "is empty at 1)")
-    for name in ("gamma", "lam"):
+    for name in ("gamma", "lam", "turn_discount", "turn_lambda"):
         if not 0.0 <= getattr(rl, name) <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {getattr(rl, name)}")
     for name in ("process_weight", "process_temperature"):
         if getattr(rl, name) < 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
+    if rl.turn_advantage == "gae" and rl.advantage != "gae":
+        raise ValueError("turn_advantage='gae' needs the value model: set advantage='gae'")
+    if rl.turn_advantage != "none" and rl.policy_loss in SEQUENCE_LOSSES:
+        raise ValueError(f"turn_advantage={rl.turn_advantage!r} gives per-token advantages, "
+                         f"which policy_loss={rl.policy_loss!r} cannot take")
     if rl.process_weight > 0 and rl.policy_loss in SEQUENCE_LOSSES:
         raise ValueError(f"process_weight > 0 gives per-token advantages, which policy_loss="
                          f"{rl.policy_loss!r} (one advantage per sequence) cannot take")

@@ -135,6 +135,11 @@ def advantages_stage(groups: Groups, exp: Experience, *, algo: Algorithm,
     """Advantages ([B] or [B, N]) and GAE returns into the experience, with their metrics;
     process rewards (`groups.steps`) enter as token rewards or a process advantage."""
     steps = groups.steps
+    if algo.turn_advantages is not None:  # Multi-turn credit (rl.turn_advantage).
+        a, returns = algo.turn_advantages(
+            groups.rewards, groups.rollout.turn_ids, exp.mask, old_values=exp.old_values,
+            turn_rewards=None if steps is None else steps.values, group_mask=groups.valid)
+        return exp.replace(advantages=a, returns=returns), advantage_metrics(a, exp.mask)
     if algo.token_advantages is None:
         a = algo.group_advantages(groups.rewards, groups.valid).reshape(-1)
         if steps is None:
@@ -278,8 +283,9 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
     algo = resolve(rl)
     if rl.process and steps is None:
         raise ValueError("rl.process_weight > 0 needs the process rewards (steps=)")
+    per_step = rl.process or rl.turn_advantage != "none"  # Step or turn rewards [B, N].
     groups, metrics = select_update_groups(rollout, rewards, num_samples, rl,
-                                           steps if rl.process else None)
+                                           steps if per_step else None)
     _check_update_inputs(state, rl, groups.rollout.tokens.shape[0], value_tx)
     exp, current = score_experience(state, experience_from(groups), rl=rl,
                                     model_config=model_config, temperature=temperature)
@@ -317,11 +323,17 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
     answers = None if answers is None else jnp.repeat(answers, num_samples, axis=0)
     x = scoring.Inputs(rollout, answers=answers,
                        group_size=num_samples, episodes=episodes,
-                       reward_params=state.reward_params)
-    rewards, reward_metrics, correct = scorer.score_device(x, host)
+                       reward_params=state.reward_params, params=state.params,
+                       model_config=model_config)
+    turns = None  # Turn rewards [B, N] (per-step device terms) taken per turn, or summed.
+    if rl.turn_advantage != "none":
+        rewards, reward_metrics, correct, turns = scorer.score_device(x, host, with_steps=True)
+    else:
+        rewards, reward_metrics, correct = scorer.score_device(x, host)
+    steps = host.steps if host is not None and host.steps is not None else turns
     state, metrics = update(state, rollout, rewards, rng, num_samples=num_samples,
                             model_config=model_config, rl=rl, tx=tx, temperature=temperature,
-                            value_tx=value_tx, steps=None if host is None else host.steps)
+                            value_tx=value_tx, steps=steps)
     metrics.update(reward_metrics)
     metrics.update(length_by_correctness(rollout, correct))
     return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask, "rewards": rewards,

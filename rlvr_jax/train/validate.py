@@ -202,6 +202,9 @@ def _check_sampling(config) -> None:
 def _check_env(config) -> None:
     e = config.env
     if not e.name:
+        if config.rl.turn_advantage != "none":
+            _fail("rl.turn_advantage", "turn-level credit needs a multi-turn environment "
+                  "(env.name)")
         return
     if e.name not in multiturn.ENVS:
         _fail("env.name", f"unknown environment {e.name!r}; known: "
