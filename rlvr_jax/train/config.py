@@ -22,6 +22,7 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 0                       # Seeds parameters, data order and sampling.
     _model_and_data(c)
+    _reward(c)
     _lora(c)
     _sampling_and_training(c, algorithm)
     _evaluation_and_placement(c)
@@ -77,6 +78,8 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     #                                  warm-up keeps the stream).
     _adaptive_data(c)
 
+
+def _reward(c: ml_collections.ConfigDict) -> None:
     c.reward = ml_collections.ConfigDict()  # docs/verifiers.md, "Rewards from the config".
     c.reward.verifier = "auto"       # auto | token (on device) | task | math | math_verify (host).
     c.reward.components = ""         # "" = the verifier alone; or e.g. "task,format": names
