@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlvr_jax import tasks
-from rlvr_jax.data import datasets, tokenizers
+from rlvr_jax.data import datasets, files, tokenizers
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_resume_is_exact(tok, tmp_path, kind):
     if kind == "task":
         source = datasets.TaskSource(tasks.Arithmetic(max_digits=3), seed=7)
     else:
-        source = datasets.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", _rows(13)))
+        source = files.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", _rows(13)))
     make = lambda: datasets.PromptLoader(source, tok, batch_size=4, max_prompt_len=10, seed=3)  # noqa: E731
     reference = [_signature(next(make_iter)) for make_iter in [make()] for _ in range(10)]
     loader = make()
@@ -51,7 +51,7 @@ def test_resume_is_exact(tok, tmp_path, kind):
 
 
 def test_shuffle_depends_on_seed_and_epoch(tok, tmp_path):
-    source = datasets.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", _rows(20)))
+    source = files.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", _rows(20)))
     def order(seed, shuffle=True):
         loader = datasets.PromptLoader(source, tok, batch_size=5, max_prompt_len=10, seed=seed,
                                        shuffle=shuffle, num_epochs=2)
@@ -63,7 +63,7 @@ def test_shuffle_depends_on_seed_and_epoch(tok, tmp_path):
 
 
 def test_batch_shapes_answers_and_final_partial_batch(tok, tmp_path):
-    source = datasets.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", _rows(7)))
+    source = files.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", _rows(7)))
     loader = datasets.PromptLoader(source, tok, batch_size=3, max_prompt_len=8, num_epochs=1,
                                    shuffle=False)
     batches = list(loader)
@@ -100,7 +100,7 @@ def test_task_source_batches_verify_on_device(tok):
 
 def test_overflow_drop_truncate_error(tok, tmp_path):
     rows = _rows(6) + [{"prompt": "9" * 30 + "+1=", "answer": "x"}]
-    source = datasets.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", rows))
+    source = files.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", rows))
     drop = datasets.PromptLoader(source, tok, batch_size=6, max_prompt_len=8, shuffle=False,
                                  num_epochs=1)
     batch = next(drop)
@@ -133,12 +133,12 @@ def test_jsonl_bad_input(tmp_path):
                      b'{"prompt": 7, "answer": "6"}\n'
                      b'{"question": "4+4=", "solution": 8, "src": "s"}\n')
     with pytest.raises(ValueError, match=r"line 3: missing field\(s\) \['answer'\]"):
-        datasets.read_jsonl(path)
-    skipped = datasets.read_jsonl(path, on_error="skip")
+        files.read_jsonl(path)
+    skipped = files.read_jsonl(path, on_error="skip")
     assert [e.prompt for e in skipped.examples] == ["1+1="]
     assert skipped.stats == {"missing_field": 2, "bad_utf8": 1, "bad_json": 1, "bad_type": 1,
                              "too_long": 0}
-    renamed = datasets.read_jsonl(path, prompt_field="question", answer_field="solution",
+    renamed = files.read_jsonl(path, prompt_field="question", answer_field="solution",
                                   metadata_fields=["src"], on_error="skip")
     (ex,) = renamed.examples
     assert (ex.prompt, ex.answer, ex.answer_value, ex.meta) == ("4+4=", "8", 8, {"src": "s"})
@@ -146,12 +146,12 @@ def test_jsonl_bad_input(tmp_path):
                          (b'{"prompt": "a", "answer": "b"\n', "line 1: not JSON")]:
         path.write_bytes(bad)
         with pytest.raises(ValueError, match=pattern):
-            datasets.read_jsonl(path)
+            files.read_jsonl(path)
     path.write_bytes(b"\n\n")
     with pytest.raises(ValueError, match="empty"):
-        datasets.read_jsonl(path)
+        files.read_jsonl(path)
     with pytest.raises(ValueError, match="not found"):
-        datasets.read_jsonl(tmp_path / "missing.jsonl")
+        files.read_jsonl(tmp_path / "missing.jsonl")
 
 
 def test_parquet(tok, tmp_path):
@@ -160,14 +160,14 @@ def test_parquet(tok, tmp_path):
     table = pa.table({"q": ["1+2=", "3+4=", "5+6="], "a": ["3", "7", "11"],
                       "level": [1, 2, 3], "raw": [b"ok", b"\xff", b"ok"]})
     pq.write_table(table, tmp_path / "d.parquet")
-    data = datasets.read_parquet(tmp_path / "d.parquet", prompt_field="q", answer_field="a",
+    data = files.read_parquet(tmp_path / "d.parquet", prompt_field="q", answer_field="a",
                                  metadata_fields=["level"])
     assert [(e.prompt, e.answer_value, e.meta["level"]) for e in data.examples] == [
         ("1+2=", 3, 1), ("3+4=", 7, 2), ("5+6=", 11, 3)]
     with pytest.raises(ValueError, match="row 1: .*UTF-8"):
-        datasets.read_parquet(tmp_path / "d.parquet", prompt_field="raw", answer_field="a")
+        files.read_parquet(tmp_path / "d.parquet", prompt_field="raw", answer_field="a")
     with pytest.raises(ValueError, match="missing field"):
-        datasets.read_parquet(tmp_path / "d.parquet")
+        files.read_parquet(tmp_path / "d.parquet")
     loader = datasets.PromptLoader(data, tok, batch_size=2, max_prompt_len=6)
     assert next(loader).tokens.shape == (2, 6)
 
@@ -191,7 +191,7 @@ def test_tfds_array_record_builder(tok, tmp_path):
                 yield i, {"question": f"{i}+1=", "answer": str(i + 1)}
 
     TinyArithmeticPrompts(data_dir=str(tmp_path), file_format="array_record").download_and_prepare()
-    data = datasets.read_tfds("tiny_arithmetic_prompts", split="train", data_dir=str(tmp_path),
+    data = files.read_tfds("tiny_arithmetic_prompts", split="train", data_dir=str(tmp_path),
                               prompt_field="question")
     assert sorted((e.prompt, e.answer_value) for e in data.examples) == [
         (f"{i}+1=", i + 1) for i in range(6)]
@@ -200,7 +200,7 @@ def test_tfds_array_record_builder(tok, tmp_path):
 
 
 def test_loader_argument_errors(tok, tmp_path):
-    source = datasets.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", _rows(3)))
+    source = files.read_jsonl(_write_jsonl(tmp_path / "d.jsonl", _rows(3)))
     with pytest.raises(ValueError, match="overflow"):
         datasets.PromptLoader(source, tok, batch_size=2, max_prompt_len=8, overflow="clip")
     with pytest.raises(ValueError, match="num_epochs"):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from rlvr_jax.data import datasets, tokenizers
+from rlvr_jax.data import datasets, files, tokenizers
 from rlvr_jax.train import build, cli
 from rlvr_jax.train.config import default_config
 from rlvr_jax.train.logging import read_metrics
@@ -31,14 +31,14 @@ def test_an_answer_that_is_not_text_or_a_number_is_an_error_naming_its_line(tmp_
                                          {"prompt": "2+2=", "answer": answer}])
     with pytest.raises(ValueError, match=f"d.jsonl line 2: answer field 'answer' must be text "
                                          f"or a number, got {kind}"):
-        datasets.read_jsonl(path)
-    data = datasets.read_jsonl(path, on_error="skip")
+        files.read_jsonl(path)
+    data = files.read_jsonl(path, on_error="skip")
     assert [(e.prompt, e.answer) for e in data.examples] == [("1+1=", "2")]
     assert data.stats["bad_type"] == 1
 
 
 def test_numbers_as_answers_are_written_out(tmp_path):
-    data = datasets.read_jsonl(_write(tmp_path / "d.jsonl", [{"prompt": "a", "answer": 7},
+    data = files.read_jsonl(_write(tmp_path / "d.jsonl", [{"prompt": "a", "answer": 7},
                                                              {"prompt": "b", "answer": 0.5}]))
     assert [(e.answer, e.answer_value) for e in data.examples] == [("7", 7), ("0.5", None)]
 
@@ -47,16 +47,16 @@ def test_a_huge_integer_or_line_is_an_error_naming_its_line(tmp_path, monkeypatc
     big = b'{"prompt": "x", "answer": ' + b"9" * 100_001 + b"}\n"
     path = _write(tmp_path / "big.jsonl", [{"prompt": "a", "answer": "1"}, big])
     with pytest.raises(ValueError, match="big.jsonl line 2: a number has more digits"):
-        datasets.read_jsonl(path)
+        files.read_jsonl(path)
     # A line over the limit is refused without being held: the reader keeps at most the
-    # limit (here 64 bytes; by default datasets.MAX_LINE_BYTES = 16 MiB) of it.
-    monkeypatch.setattr(datasets, "MAX_LINE_BYTES", 64)
+    # limit (here 64 bytes; by default files.MAX_LINE_BYTES = 16 MiB) of it.
+    monkeypatch.setattr(files, "MAX_LINE_BYTES", 64)
     long_line = json.dumps({"prompt": "p" * 500, "answer": "1"}).encode() + b"\n"
     path = _write(tmp_path / "long.jsonl", [{"prompt": "a", "answer": "1"}, long_line,
                                             {"prompt": "b", "answer": "2"}])
     with pytest.raises(ValueError, match="long.jsonl line 2: line is longer than 64 bytes"):
-        datasets.read_jsonl(path)
-    data = datasets.read_jsonl(path, on_error="skip")
+        files.read_jsonl(path)
+    data = files.read_jsonl(path, on_error="skip")
     assert [e.key for e in data.examples] == ["long.jsonl:1", "long.jsonl:3"]
     assert data.stats["too_long"] == 1
 
@@ -72,7 +72,7 @@ def _config(tmp_path, n_long, n=40, **data):
 
 def _check(config):
     tok = tokenizers.load_tokenizer("builtin")
-    train = datasets.read_jsonl(config.data.path)
+    train = files.read_jsonl(config.data.path)
     build.check_prompt_lengths(config, build.prompt_loader(config, train, tok, 1), "d.jsonl")
 
 
@@ -104,7 +104,7 @@ def test_a_small_held_out_set_is_warned_about_and_bad_rows_skipped_are_printed(t
     config = _config(tmp_path, 0, n=20, skip_bad_rows=True)
     with open(config.data.path, "a") as f:
         f.write('{"prompt": "9+9=", "answer": null}\n')
-    build.file_sources(config.data, datasets.read_jsonl)
+    build.file_sources(config.data, files.read_jsonl)
     out = capsys.readouterr().out
     assert "data: skipped 1 bad rows of" in out and "bad_type 1" in out
     assert "warning: the held-out set has" in out and "below 100" in out
@@ -164,13 +164,13 @@ def test_worked_solutions_come_from_a_solution_field_and_a_warm_up_needs_them(tm
     rows = [{"prompt": f"{i}+{i}=", "answer": str(2 * i), "solution": f"#### {2 * i}"}
             for i in range(6)] + [{"prompt": "7+1=", "answer": "8"}]
     path = _write(tmp_path / "mine.jsonl", rows)
-    data = datasets.read_jsonl(path)
+    data = files.read_jsonl(path)
     assert [e.solution for e in data.examples] == [f"#### {2 * i}" for i in range(6)] + [""]
-    assert datasets.read_jsonl(path, solution_field="").examples[0].solution == ""
+    assert files.read_jsonl(path, solution_field="").examples[0].solution == ""
     _write(tmp_path / "bad.jsonl", [{"prompt": "1+1=", "answer": 2, "solution": 2}])
     with pytest.raises(ValueError, match="bad.jsonl line 1: solution field 'solution' must be "
                                          "text, got int"):
-        datasets.read_jsonl(tmp_path / "bad.jsonl")
+        files.read_jsonl(tmp_path / "bad.jsonl")
     # A warm-up (the quickstart's sft.steps > 0) on rows without solutions: one line, exit 2.
     monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
     capsys.readouterr()

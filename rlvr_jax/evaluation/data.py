@@ -44,8 +44,8 @@ def jsonl_data(path: str, *, prompt_field: str = "prompt", answer_field: str = "
                num_prompts: int = 0, verifier: str = "rule") -> EvalData:
     """Math problems from a JSONL file (the first `num_prompts`, 0 = all), scored by the math
     verifier `verifier` ("rule", "math_verify" or "auto"); maj@k votes on normalised answers."""
-    from rlvr_jax.data import datasets
-    data = datasets.read_jsonl(path, prompt_field=prompt_field, answer_field=answer_field)
+    from rlvr_jax.data import files
+    data = files.read_jsonl(path, prompt_field=prompt_field, answer_field=answer_field)
     examples = [data[i] for i in range(len(data))]
     if num_prompts:
         examples = examples[:num_prompts]

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from rlvr_jax import distributed, evaluation, models, multiturn, sampling, scoring, sharding
-from rlvr_jax.data import datasets
+from rlvr_jax.data import datasets, files
 from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import adaptive, adapters, offpolicy, reference
@@ -56,12 +56,12 @@ def build_sources(config):
 
 def _file_or_tfds_sources(config):
     d = config.data
-    readers = {"jsonl": datasets.read_jsonl, "parquet": datasets.read_parquet}
+    readers = {"jsonl": files.read_jsonl, "parquet": files.read_parquet}
     if d.source in readers:
         return (None,) + file_sources(d, readers[d.source])
     with user_input("data.path"):
         if d.source == "tfds":
-            return None, datasets.read_tfds(d.path, split="train"), datasets.read_tfds(
+            return None, files.read_tfds(d.path, split="train"), files.read_tfds(
                 d.path, split="test")
     raise ConfigError(f"data.source: must be task, jsonl, parquet or tfds; got {d.source!r}")
 
