@@ -264,6 +264,13 @@ def test_turn_level_config_errors():
         RLConfig(num_prompts=1, turn_advantage="gae")
     with pytest.raises(ValueError, match="turn_discount must be in"):
         RLConfig(num_prompts=1, turn_discount=1.5)
+    # The turn path reads the per-step rewards and adds no per-token KL reward: refused
+    # rather than dropped without a word.
+    with pytest.raises(ValueError, match="both read the per-step rewards"):
+        RLConfig(num_prompts=1, turn_advantage="group", process_weight=0.5)
+    with pytest.raises(ValueError, match="does not carry the per-token KL reward"):
+        RLConfig(num_prompts=1, turn_advantage="gae", advantage="gae", kl_in_reward=True,
+                 kl_coef=0.1)
 
 
 def test_one_turn_group_credit_is_grpo():

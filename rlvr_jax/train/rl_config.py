@@ -260,6 +260,14 @@ def _check_ranges(rl: RLConfig) -> None:
             raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
     if rl.turn_advantage == "gae" and rl.advantage != "gae":
         raise ValueError("turn_advantage='gae' needs the value model: set advantage='gae'")
+    if rl.turn_advantage != "none" and rl.process_weight > 0:
+        raise ValueError(f"turn_advantage={rl.turn_advantage!r} and process_weight > 0 both "
+                         "read the per-step rewards; use one")
+    if (rl.turn_advantage != "none" and rl.kl_in_reward and rl.kl_coef > 0
+            and rl.advantage in TOKEN_ADVANTAGES):
+        raise ValueError(f"turn_advantage={rl.turn_advantage!r} does not carry the per-token "
+                         f"KL reward of kl_in_reward with advantage={rl.advantage!r}; set "
+                         "kl_in_reward=False (a KL loss term still works)")
     if rl.turn_advantage != "none" and rl.policy_loss in SEQUENCE_LOSSES:
         raise ValueError(f"turn_advantage={rl.turn_advantage!r} gives per-token advantages, "
                          f"which policy_loss={rl.policy_loss!r} cannot take")
