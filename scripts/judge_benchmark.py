@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -26,22 +25,12 @@ from rlvr_jax import models, sampling, scoring, tasks  # noqa: E402
 from rlvr_jax.data import datasets  # noqa: E402
 from rlvr_jax.data.tokenizers import load_tokenizer  # noqa: E402
 from rlvr_jax.models import hf, presets  # noqa: E402
+from rlvr_jax.perf.benchmarks import timed  # noqa: E402
 from rlvr_jax.train import step as step_lib  # noqa: E402
 from rlvr_jax.train.state import create_train_state  # noqa: E402
 
 P, G, TP, N = 16, 8, 8, 16
 TEMPLATE = "{question} ref {reference} ans {answer} ok? "
-
-
-def timed(fn, steps):
-    """(median, p25, p75) seconds of `steps` calls of fn() (after one warm call)."""
-    jax.block_until_ready(fn())
-    out = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        out.append(time.perf_counter() - t0)
-    return [float(x) for x in np.percentile(out, [50, 25, 75])]
 
 
 def main(argv=None):
@@ -81,12 +70,12 @@ def main(argv=None):
         def one():
             state[0], metrics = rl_step(state[0], batch)
             return metrics
-        out[f"step_s_{name}"] = timed(one, args.steps)
+        out[f"step_s_{name}"] = timed(one, args.steps, quartiles=True)
     rollout = sampling.generate(params, batch["prompt_tokens"], batch["prompt_mask"],
                                 jax.random.PRNGKey(0), model_config=mc, sampling_config=sc)
     answers = jnp.repeat(batch["answers"], G)
     score = jax.jit(lambda r: scoring.judge_scores(jp, r, answers, judge=judge))
-    out["judge_scoring_s"] = timed(lambda: score(rollout), args.steps)
+    out["judge_scoring_s"] = timed(lambda: score(rollout), args.steps, quartiles=True)
     out["judge_row_tokens"] = int(scoring.judge.judge_inputs(judge, rollout, answers)[0].shape[1])
     out["judge_cost_fraction"] = (out["step_s_judge"][0] - out["step_s_verifier"][0]) / \
         out["step_s_verifier"][0]

@@ -10,8 +10,9 @@ import statistics
 import time
 
 
-def timed(fn, repeats):
-    """Median wall time (s) of `fn()` over `repeats` runs, after one warm-up (compile) run."""
+def timed(fn, repeats, *, quartiles: bool = False):
+    """Median wall time (s) of `fn()` over `repeats` runs, after one warm-up (compile) run;
+    with `quartiles`, [median, 25th, 75th percentile]."""
     import jax
     jax.block_until_ready(fn())
     times = []
@@ -19,6 +20,9 @@ def timed(fn, repeats):
         start = time.perf_counter()
         jax.block_until_ready(fn())
         times.append(time.perf_counter() - start)
+    if quartiles:
+        q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+        return [statistics.median(times), q1, q3]
     return statistics.median(times)
 
 
