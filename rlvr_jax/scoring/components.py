@@ -22,17 +22,25 @@ from rlvr_jax.scoring.verifiers import Verifier, math_verifier, task_verifier
 CORRECTNESS = ("verifier", "token", "task", "math", "math_verify", "code")
 
 
+def _paired_path(reward, names, component: str, what: str) -> str:
+    """`reward.<component>_path`, which comes with the `component` component and only with it
+    (one-line errors naming the field); `what` says what it must be."""
+    field = f"{component}_path"
+    path = reward.get(field, "")
+    if component in names and not path:
+        raise ValueError(f"reward.{field}: is empty; the {component!r} component needs {what}")
+    if path and component not in names:
+        raise ValueError(f"reward.{field}: is set but {component!r} is not in "
+                         f"reward.components ({reward.components!r}); add it, e.g. "
+                         f"reward.components={component}")
+    return path
+
+
 def check_reward_model(reward, names) -> None:
     """The `reward_model` component and `reward.reward_model_path` come together; the
     directory must hold a reward model this library reads (`check_reward_model_path`)."""
-    path = reward.get("reward_model_path", "")
-    if "reward_model" in names and not path:
-        raise ValueError("reward.reward_model_path: is empty; the 'reward_model' component "
-                         "needs a local Hugging Face *ForSequenceClassification directory")
-    if path and "reward_model" not in names:
-        raise ValueError(f"reward.reward_model_path: is set but 'reward_model' is not in "
-                         f"reward.components ({reward.components!r}); add it, e.g. "
-                         "reward.components=reward_model")
+    path = _paired_path(reward, names, "reward_model",
+                        "a local Hugging Face *ForSequenceClassification directory")
     if path:
         try:
             check_reward_model_path(path)
@@ -47,13 +55,8 @@ def check_judge(reward, names) -> None:
     """The `judge` component and `reward.judge_path` come together, without `reward_model`
     (one frozen scoring model per run); the template parses (`judge.split_template`)."""
     from rlvr_jax.scoring.judge import split_template
-    path = reward.get("judge_path", "")
-    if "judge" in names and not path:
-        raise ValueError("reward.judge_path: is empty; the 'judge' component needs a "
-                         "scripts/train.py run directory or a local HF *ForCausalLM directory")
-    if path and "judge" not in names:
-        raise ValueError(f"reward.judge_path: is set but 'judge' is not in reward.components "
-                         f"({reward.components!r}); add it, e.g. reward.components=judge")
+    path = _paired_path(reward, names, "judge",
+                        "a scripts/train.py run directory or a local HF *ForCausalLM directory")
     if "judge" in names and "reward_model" in names:
         raise ValueError("reward.components: 'judge' and 'reward_model' do not go together "
                          "(one frozen scoring model per run, state.reward_params)")
