@@ -41,6 +41,7 @@ import jax.numpy as jnp
 
 from rlvr_jax.models import transformer
 from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.scoring.reward_model import scores_in_slices
 from rlvr_jax.scoring.score import is_correct
 
 Metrics = Dict[str, jax.Array]
@@ -195,15 +196,9 @@ def judge_logits(params, tokens: jax.Array, mask: jax.Array, *, config: ModelCon
 def judge_scores(params, rollout, answers=None, *, judge: Judge) -> jax.Array:
     """P(yes) [B] float32 (no gradient) of the rollout's B completions."""
     tokens, mask = judge_inputs(judge, rollout, answers)
-    k = judge.microbatches
-    if tokens.shape[0] % k:
-        raise ValueError(f"{tokens.shape[0]} sequences do not split into {k} micro-batches")
-
-    def one(x):
-        return verdict_probability(judge_logits(params, x[0], x[1], config=judge.config), judge)
-
-    split = (tokens.reshape((k, -1) + tokens.shape[1:]), mask.reshape((k, -1) + mask.shape[1:]))
-    return jax.lax.stop_gradient(jax.lax.map(one, split).reshape(-1))
+    return scores_in_slices(
+        lambda t, m: verdict_probability(judge_logits(params, t, m, config=judge.config), judge),
+        tokens, mask, judge.microbatches)
 
 
 def judge_metrics(p: jax.Array, correct: jax.Array) -> Metrics:

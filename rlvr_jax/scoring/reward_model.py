@@ -65,16 +65,19 @@ def reward_model_scores(params, rollout: sampling.Rollout, *, reward_model: Rewa
       rollout: B sequences; `rollout.sequences()` gives tokens / attention [B, Tp + N].
     """
     tokens, attention = rollout.sequences()
-    k = reward_model.microbatches
+    rm = reward_model
+    return scores_in_slices(
+        lambda t, a: reward_forward(params, t, a, config=rm.config)[:, rm.label],
+        tokens, attention, rm.microbatches)
+
+
+def scores_in_slices(score, tokens: jax.Array, mask: jax.Array, k: int) -> jax.Array:
+    """[B] float32, no gradient: `score(tokens [B/k, T], mask [B/k, T]) -> [B/k]` over k equal
+    slices of the B rows in turn (a frozen model's activation memory / k)."""
     if tokens.shape[0] % k:
         raise ValueError(f"{tokens.shape[0]} sequences do not split into {k} micro-batches")
-
-    def one(x):
-        return reward_forward(params, x[0], x[1], config=reward_model.config)[:, reward_model.label]
-
-    split = (tokens.reshape((k, -1) + tokens.shape[1:]),
-             attention.reshape((k, -1) + attention.shape[1:]))
-    return jax.lax.stop_gradient(jax.lax.map(one, split).reshape(-1))
+    split = (tokens.reshape((k, -1) + tokens.shape[1:]), mask.reshape((k, -1) + mask.shape[1:]))
+    return jax.lax.stop_gradient(jax.lax.map(lambda x: score(*x), split).reshape(-1))
 
 
 def reward_model_metrics(scores: jax.Array, correct: jax.Array, num_samples: int) -> Metrics:
