@@ -9,8 +9,10 @@ again with half of the worked solution after the prompt (the hint masked from th
 samples the verifier all rejects, each prompt followed by the first ⌊rl.hint_fraction·len⌋
 tokens of its worked solution; the hinted completion (hint ++ continuation) is scored by the
 same verifier and trained on its continuation only (`train/hints.py`). metrics.jsonl logs
-`hint/hinted_group_fraction` (with on_fail: the share of groups all wrong before the hint)
-and `rollout/all_wrong_fraction` (the groups still all wrong with it).
+`hint/hinted_group_fraction` (the share of groups hinted) and `rollout/all_wrong_fraction`
+(the groups still all wrong after the hint pass). `rl.hint_groups=4`
+bounds the hint pass to 4 of the 16 groups (the first 4 all-wrong ones), so a step decodes at
+most 1.25× GRPO's rows (`hint/decoded_rows`: the pass's rows each step).
 """
 from rlvr_jax.train.config import arithmetic_config
 
@@ -20,5 +22,6 @@ def get_config():
     config.rl.kl_coef = 0.0              # No reference model: as the quickstart.
     config.rl.hint_mode = "on_fail"
     config.rl.hint_fraction = 0.5
+    config.rl.hint_groups = 4
     config.eval.every = 50
     return config

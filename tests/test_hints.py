@@ -78,3 +78,40 @@ def test_hint_fraction_decays():
                             hint_decay_steps=10)
     got = [float(hints.hint_fraction(jnp.asarray(s), rl)) for s in (0, 5, 10, 15)]
     assert got == pytest.approx([0.8, 0.4, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("correct, want_groups", [
+    ([True, True, False, False], [1]),    # Only group 1 is all wrong: it is the one picked.
+    ([False, False, False, False], [0]),  # Both are: the first K = 1 of them.
+    ([True, False, True, False], []),     # None is: the pass does not run.
+])
+def test_hint_groups_caps_the_second_pass(correct, want_groups):
+    g, n = 2, 4
+    first = _rollout(np.full((4, n), 5), np.ones((4, n)))
+    batch = {"prompt_tokens": jnp.asarray([[8, 8, 8], [9, 9, 9]]),
+             "prompt_mask": jnp.ones((2, 3), jnp.int32), "answers": jnp.zeros((2,), jnp.int32),
+             "solution_tokens": jnp.asarray([[11, 12, 13, 2], [21, 22, 23, 2]]),
+             "solution_mask": jnp.ones((2, n), jnp.int32)}
+    seen = {}
+
+    def trace(b, rng):  # Continues with the prompt's own token (after 2 pads): 8 or 9.
+        seen["prompts"] = b["prompt_tokens"].shape
+        r = _rollout(np.full((2, n), 7), np.ones((2, n)), tp=b["prompt_tokens"].shape[1])
+        return r.replace(tokens=jnp.broadcast_to(jnp.repeat(b["prompt_tokens"][:, 2:3], g, axis=0),
+                                                  (g, n)))
+
+    rl = rl_config.RLConfig(num_prompts=2, hint_mode="on_fail", hint_fraction=0.7,
+                            hint_groups=1)
+    out, metrics = hints.with_hints(first, jnp.asarray(correct), batch, None, jnp.asarray(0),
+                                    trace=trace, rl=rl, group_size=g, pad_id=PAD)
+    assert seen["prompts"] == (1, 3 + n)  # K = 1 group decoded, not P' = 2.
+    for row in range(4):
+        group = row // 2
+        want = [11 + 10 * group, 12 + 10 * group] + [8 + group] * 2 if group in want_groups \
+            else [5] * 4
+        np.testing.assert_array_equal(out.tokens[row], want)
+        np.testing.assert_array_equal(out.prompt_tokens[row], [9] * 3)  # `first`'s prompts.
+    assert float(metrics["hint/hinted_group_fraction"]) == len(want_groups) / 2
+    assert float(metrics["hint/decoded_rows"]) == (g if want_groups else 0)
+    with pytest.raises(ValueError, match="hint_groups"):
+        rl_config.RLConfig(num_prompts=2, hint_mode="on_fail", hint_groups=-1)

@@ -5,16 +5,19 @@
     rl.hint_fraction = 0.5     # of the worked solution's tokens (its EOS excluded)
     rl.hint_decay_steps = 0    # > 0: the fraction decays linearly to 0 over that many
                                # optimizer steps
+    rl.hint_groups = 0         # K > 0: the second pass samples K groups (the first K that
+                               # need a hint); 0: all P'
 
 on_fail: the groups whose G samples the verifier all rejects are sampled again, each prompt
 followed by the first ⌊fraction·len⌋ tokens of its solution; "schedule": every group is,
 with the decaying fraction. The hinted row's completion is hint ++ continuation (cut to N):
 the policy is trained on the continuation in the context of prompt + hint, the hint tokens
 are masked from the loss (`Rollout.loss_mask`) and the verifier scores the whole completion.
-Static shapes: the second pass samples all P' prompts at width Tp + N under a `lax.cond`
-that runs it only when some group needs a hint. Guide's importance correction against the
-hint-free context is not implemented. Shapes: P' prompts, G rows each, B' = P'·G, N new
-tokens, Tp prompt width.
+Static shapes: the second pass samples K prompts (rl.hint_groups; all P' when 0) at width
+Tp + N under a `lax.cond` that runs it only when some group needs a hint, so a step decodes
+at most (P' + K)·G rows (`hint/decoded_rows` counts the second pass's). Guide's importance
+correction against the hint-free context is not implemented. Shapes: P' prompts, G rows
+each, B' = P'·G, N new tokens, Tp prompt width.
 """
 from typing import Callable, Dict, Tuple
 
@@ -67,34 +70,52 @@ def splice(hint_tokens, h, cont: sampling.Rollout, pad_id: int) -> sampling.Roll
         finished=cont.finished & (cont.lengths + h <= n))
 
 
+def hint_groups(need, k: int) -> Tuple[jax.Array, jax.Array]:
+    """(idx [K], hinted [K]): the K groups the second pass samples (the first K of `need`
+    [P'] bool, then groups that need none; all P' in order when K >= P') and which of them
+    get a hint."""
+    p = need.shape[0]
+    idx = jnp.arange(p) if k >= p else jnp.argsort(~need, stable=True)[:k]
+    return idx, need[idx]
+
+
 def with_hints(rollout: sampling.Rollout, correct, batch, rng, step, *, trace: Callable,
                rl, group_size: int, pad_id: int) -> Tuple[sampling.Rollout, Metrics]:
-    """`rollout` with the groups that need a hint (rl.hint_mode) replaced by hinted rows.
+    """`rollout` with the groups that need a hint (rl.hint_mode) replaced by hinted rows,
+    at most rl.hint_groups of them (0: any number).
 
     correct: [B'] bool, the verifier's verdicts of `rollout`; batch: the step's batch with
     "solution_tokens" / "solution_mask" [P', N]; trace(batch, rng) -> Rollout: the sampler.
     """
-    p = batch["prompt_tokens"].shape[0]
-    need = ~jnp.any(correct.reshape(p, group_size), axis=1)
+    p, g = batch["prompt_tokens"].shape[0], group_size
+    need = ~jnp.any(correct.reshape(p, g), axis=1)
     if rl.hint_mode == "schedule":
         need = jnp.ones_like(need)
     frac = hint_fraction(step, rl)
     sol_len = jnp.sum(batch["solution_mask"], axis=1) - 1  # Its EOS is never a hint.
     h = jnp.where(need, jnp.floor(frac * sol_len).astype(jnp.int32), 0)
-    rows = jnp.repeat(h > 0, group_size)
-    hint_rows = jnp.repeat(batch["solution_tokens"], group_size, axis=0)
+    idx, hinted = hint_groups(h > 0, rl.hint_groups or p)
+    h = jnp.where(hinted, h[idx], 0)                       # [K]
+    rows = (idx[:, None] * g + jnp.arange(g)[None, :]).reshape(-1)  # [K·G] rows of `rollout`
+    take = jnp.repeat(hinted, g)
+    sub = {key: v[idx] if getattr(v, "ndim", 0) and v.shape[0] == p else v
+           for key, v in batch.items()}
     base = rollout.replace(loss_mask=rollout.model_mask)
 
-    def hinted(_):
-        tokens, mask = hinted_prompts(batch["prompt_tokens"], batch["prompt_mask"],
-                                      batch["solution_tokens"], h, pad_id)
-        cont = trace({**batch, "prompt_tokens": tokens, "prompt_mask": mask}, rng)
-        new = splice(hint_rows, jnp.repeat(h, group_size), cont, pad_id)
-        new = new.replace(prompt_tokens=base.prompt_tokens, prompt_mask=base.prompt_mask,
-                          decode_steps=base.decode_steps)
-        return jax.tree.map(lambda a, b: jnp.where(
-            rows.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, base)
+    def hint_pass(_):
+        tokens, mask = hinted_prompts(sub["prompt_tokens"], sub["prompt_mask"],
+                                      sub["solution_tokens"], h, pad_id)
+        cont = trace({**sub, "prompt_tokens": tokens, "prompt_mask": mask}, rng)
+        new = splice(jnp.repeat(sub["solution_tokens"], g, axis=0), jnp.repeat(h, g), cont,
+                     pad_id)
+        old = jax.tree.map(lambda a: a[rows], base)
+        new = new.replace(prompt_tokens=old.prompt_tokens, prompt_mask=old.prompt_mask,
+                          decode_steps=old.decode_steps)
+        return jax.tree.map(lambda a, b, full: full.at[rows].set(jnp.where(
+            take.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)), new, old, base)
 
-    out = jax.lax.cond(jnp.any(rows), hinted, lambda _: base, None)
-    return out, {"hint/hinted_group_fraction": jnp.mean((h > 0).astype(jnp.float32)),
-                 "hint/fraction": frac}
+    any_hint = jnp.any(hinted)
+    out = jax.lax.cond(any_hint, hint_pass, lambda _: base, None)
+    return out, {"hint/hinted_group_fraction": jnp.sum(hinted.astype(jnp.float32)) / p,
+                 "hint/fraction": frac,
+                 "hint/decoded_rows": any_hint.astype(jnp.float32) * idx.shape[0] * g}

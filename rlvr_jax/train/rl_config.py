@@ -124,6 +124,8 @@ class RLConfig:
         `train/hints.py`); one-program step only.
       hint_fraction, hint_decay_steps: the prefix's share of the solution's tokens, decaying
         linearly to 0 over that many optimizer steps (0: constant).
+      hint_groups: K > 0: the hint pass samples K groups, the first K that need a hint, so
+        a step decodes at most (P' + K)·G rows; 0: all P' prompts.
     """
     num_prompts: int
     advantage: str = "grpo"
@@ -186,6 +188,7 @@ class RLConfig:
     hint_mode: str = "off"
     hint_fraction: float = 0.5
     hint_decay_steps: int = 0
+    hint_groups: int = 0
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
@@ -345,6 +348,10 @@ def _check_hints(rl: RLConfig) -> None:
     if not 0.0 < rl.hint_fraction <= 1.0 or rl.hint_decay_steps < 0:
         raise ValueError(f"hint_fraction must be in (0, 1] and hint_decay_steps >= 0, got "
                          f"{rl.hint_fraction} and {rl.hint_decay_steps}")
+    if isinstance(rl.hint_groups, bool) or not isinstance(rl.hint_groups, int) or \
+            rl.hint_groups < 0:
+        raise ValueError(f"hint_groups must be an int >= 0 (0: every prompt), got "
+                         f"{rl.hint_groups!r}")
 
 
 def defaults() -> dict:
