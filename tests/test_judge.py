@@ -212,3 +212,36 @@ def test_bad_verdict_token_is_one_line(setup, tok):
     _, _, jc, _ = setup
     with pytest.raises(ValueError, match="judge yes: 'yes!' is 4 tokens"):
         scoring.make_judge(jc, tok, yes="yes!")
+
+
+@pytest.mark.parametrize("fraction", [0.75, 0.5])
+def test_identical_completions_are_judged_once(setup, tok, fraction):
+    """unique_fraction < 1: a group's copies of one completion (other ids under mask 0) get
+    their first copy's P(yes), bitwise; every row's P(yes) is the all-rows one within two
+    forward orders' bound (the distinct rows run in a batch of another size). 5 of the 8
+    groups hold a copy: 11 distinct rows, read as 12 (fraction 0.75) or, over 8 (0.5), all 16."""
+    rollout, answers, jc, jp = setup
+    dup = np.arange(P * G)
+    dup[[1, 5, 7, 11, 15]] -= 1  # Row 2k+1 copies row 2k in groups 0, 2, 3, 5, 7.
+    pad = jnp.asarray(np.random.default_rng(3).integers(30, 60, (P * G, N)), jnp.int32)
+    mask = rollout.mask[dup]
+    copied = rollout.replace(tokens=jnp.where(mask == 1, rollout.tokens[dup], pad), mask=mask,
+                             lengths=rollout.lengths[dup])
+    np.testing.assert_array_equal(np.asarray(judge_lib.first_copies(copied, G)), dup)
+    full = scoring.make_judge(jc, tok, template=TEMPLATE, yes="y", no="n")
+    once = scoring.make_judge(jc, tok, template=TEMPLATE, yes="y", no="n",
+                              unique_fraction=fraction)
+    got = np.asarray(jax.jit(lambda r: scoring.judge_scores(jp, r, answers, judge=once,
+                                                            group_size=G))(copied))
+    want = np.asarray(jax.jit(lambda r: scoring.judge_scores(jp, r, answers, judge=full))(copied))
+    np.testing.assert_array_equal(got, got[dup])
+    tokens, att = judge_lib.judge_inputs(full, copied, answers)
+    logits = np.asarray(judge_lib.judge_logits(jp, tokens, att, config=jc))
+    logit_atol = numerics.reorder_atol(numerics.forward_chain(jc, tokens.shape[1]),
+                                       np.abs(logits).max())
+    # sigmoid(l_yes − l_no): two logits, each within logit_atol of the other order's; the
+    # relative change of p is at most |Δ(l_yes − l_no)| (d log σ(x)/dx = 1 − σ ≤ 1).
+    rtol = 2.1 * logit_atol + numerics.ref_atol(2, 1.0, transcendentals=2)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+    with pytest.raises(ValueError, match="unique_fraction"):
+        scoring.make_judge(jc, tok, template=TEMPLATE, unique_fraction=0.0)

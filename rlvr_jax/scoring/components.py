@@ -68,6 +68,9 @@ def check_judge(reward, names) -> None:
         if not os.path.isfile(os.path.join(path, "config.json")):
             raise ValueError(f"reward.judge_path: {path} has no config.json (a scripts/train.py "
                              "run directory or a local HF *ForCausalLM directory)")
+        if not 0.0 < reward.judge_unique_fraction <= 1.0:
+            raise ValueError(f"reward.judge_unique_fraction: must be in (0, 1], got "
+                             f"{reward.judge_unique_fraction}")
         if reward.judge_microbatches < 1:
             raise ValueError(f"reward.judge_microbatches: must be >= 1, got "
                              f"{reward.judge_microbatches}")

@@ -63,6 +63,9 @@ class Judge:
       digits: token ids of "0".."9" then "-" ({reference}); () without one.
       weight: w in `reward += w · P(yes)`.
       microbatches: score the B rows in this many equal slices (activation memory).
+      unique_fraction: u < 1: a group's identical completions are scored once: the judge
+        reads R = ⌈u·B⌉ rows (rounded up to a multiple of microbatches), the first copies,
+        or all B when a batch has more than R distinct ones (`judge_scores`); 1: all B.
     """
     config: ModelConfig
     parts: Tuple
@@ -74,6 +77,7 @@ class Judge:
     digits: Tuple[int, ...] = ()
     weight: float = 1.0
     microbatches: int = 1
+    unique_fraction: float = 1.0
 
 
 def split_template(template: str) -> Tuple:
@@ -105,13 +109,16 @@ def single_token(tokenizer, text: str, what: str) -> int:
 
 def make_judge(config: ModelConfig, tokenizer, *, template: str = DEFAULT_TEMPLATE,
                yes: str = "Y", no: str = "N", weight: float = 1.0,
-               microbatches: int = 1) -> Judge:
+               microbatches: int = 1, unique_fraction: float = 1.0) -> Judge:
     """The `Judge` of a judge model `config` reading the policy's `tokenizer` (its ids).
 
     Args:
       template: with {question}, {answer} and optionally {reference} (see the module doc).
       yes, no: the verdict texts, one token each; no = "": P(yes) over every id.
+      unique_fraction: in (0, 1]; see `Judge`.
     """
+    if not 0.0 < unique_fraction <= 1.0:
+        raise ValueError(f"judge unique_fraction must be in (0, 1], got {unique_fraction}")
     if config.vocab_size < tokenizer.vocab_size:
         raise ValueError(f"the judge embeds {config.vocab_size} ids but the tokenizer has "
                          f"{tokenizer.vocab_size}: it is not this tokenizer's model")
@@ -125,7 +132,7 @@ def make_judge(config: ModelConfig, tokenizer, *, template: str = DEFAULT_TEMPLA
     return Judge(config=config, parts=parts, yes=single_token(tokenizer, yes, "judge yes"),
                  no=single_token(tokenizer, no, "judge no") if no else -1,
                  vocab=tokenizer.vocab_size, bos=bos, eos=tokenizer.eos_id, digits=digits,
-                 weight=weight, microbatches=microbatches)
+                 weight=weight, microbatches=microbatches, unique_fraction=unique_fraction)
 
 
 def reference_tokens(answers: jax.Array, digits: Tuple[int, ...]):
@@ -193,12 +200,40 @@ def judge_logits(params, tokens: jax.Array, mask: jax.Array, *, config: ModelCon
     return hidden[:, -1].astype(jnp.float32) @ head
 
 
-def judge_scores(params, rollout, answers=None, *, judge: Judge) -> jax.Array:
-    """P(yes) [B] float32 (no gradient) of the rollout's B completions."""
+def first_copies(rollout, group_size: int) -> jax.Array:
+    """[B] int32: each row's first row of its group (G consecutive rows) with the same
+    completion (the model's tokens under `model_mask`); itself when it is the first."""
+    b, n = rollout.tokens.shape
+    t = jnp.where(rollout.model_mask != 0, rollout.tokens, -1).reshape(-1, group_size, n)
+    same = jnp.all(t[:, :, None, :] == t[:, None, :, :], axis=-1)  # [P, G, G]
+    first = jnp.argmax(same, axis=-1)                              # Row i equals itself.
+    return (first + group_size * jnp.arange(b // group_size)[:, None]).reshape(b).astype(
+        jnp.int32)
+
+
+def judge_scores(params, rollout, answers=None, *, judge: Judge,
+                 group_size: int = 0) -> jax.Array:
+    """P(yes) [B] float32 (no gradient) of the rollout's B completions; with `group_size` G
+    and judge.unique_fraction < 1, each group's identical completions are read once."""
     tokens, mask = judge_inputs(judge, rollout, answers)
-    return scores_in_slices(
+    k = judge.microbatches
+    score = lambda t, m: scores_in_slices(  # noqa: E731
         lambda t, m: verdict_probability(judge_logits(params, t, m, config=judge.config), judge),
-        tokens, mask, judge.microbatches)
+        t, m, k)
+    b = tokens.shape[0]
+    rows = -(-int(judge.unique_fraction * b) // k) * k
+    if not group_size or rows >= b:
+        return score(tokens, mask)
+    first = first_copies(rollout, group_size)
+    is_first = first == jnp.arange(b)
+    order = jnp.argsort(~is_first, stable=True)        # The first copies, then the rest.
+    slot = jnp.argsort(order)[first]                   # Each row's first copy's position.
+
+    def distinct(_):
+        kept = order[:rows]
+        return score(tokens[kept], mask[kept])[jnp.minimum(slot, rows - 1)]
+    return jax.lax.cond(jnp.sum(is_first) <= rows, distinct, lambda _: score(tokens, mask),
+                        None)
 
 
 def judge_metrics(p: jax.Array, correct: jax.Array) -> Metrics:
@@ -229,6 +264,12 @@ def judge_term(setup, weight):
         if x.reward_params is None:
             raise ValueError("the judge needs its parameters in state.reward_params "
                              "(create_train_state(..., reward_params=...))")
-        p = judge_scores(x.reward_params, x.rollout, x.answers, judge=judge)
-        return rewards + judge.weight * p, judge_metrics(p, is_correct(x.verdicts))
+        p = judge_scores(x.reward_params, x.rollout, x.answers, judge=judge,
+                         group_size=x.group_size)
+        metrics = judge_metrics(p, is_correct(x.verdicts))
+        if judge.unique_fraction < 1.0:
+            first = first_copies(x.rollout, x.group_size)
+            metrics["reward/judge_distinct_fraction"] = jnp.mean(
+                (first == jnp.arange(first.shape[0])).astype(jnp.float32))
+        return rewards + judge.weight * p, metrics
     return fn

@@ -99,6 +99,8 @@ def _reward(c: ml_collections.ConfigDict) -> None:
     c.reward.judge_yes = "Y"         # The verdict tokens (one token each); judge_no "": P(yes)
     c.reward.judge_no = "N"          # over the vocabulary, else P(yes) / (P(yes) + P(no)).
     c.reward.judge_microbatches = 1  # Score the judge's rows in this many slices.
+    c.reward.judge_unique_fraction = 1.0  # u < 1: a group's identical completions are judged
+    #                                  once (at most ⌈u·B⌉ rows read, else all B); 1: every row.
     c.reward.noise_fn_rate = 0.0     # Noisy verifier: P(a correct completion scores 0) (p1).
     c.reward.noise_fp_rate = 0.0     # ...P(a wrong completion scores 1) (p0); p1 = 1 - p0 = 1 - g
     #                                  gives Bernoulli(g) random rewards (scoring/noise.py).

@@ -66,7 +66,7 @@ def scoring_model_params(config, model, placer):
 
 def open_judge(config, tokenizer, *, weight: float) -> scoring.Judge:
     """The run's `scoring.Judge` (reward.judge_path / _template / _yes / _no /
-    _microbatches); `ConfigError` naming the field at fault."""
+    _microbatches / _unique_fraction); `ConfigError` naming the field at fault."""
     r = config.reward
     with user_input("reward.judge_path"):
         judge_config = judge_model_config(r.judge_path, tokenizer, dtype=config.model.dtype,
@@ -74,7 +74,8 @@ def open_judge(config, tokenizer, *, weight: float) -> scoring.Judge:
     with user_input("reward.judge_template"):
         judge = scoring.make_judge(judge_config, tokenizer, template=r.judge_template,
                                    yes=r.judge_yes, no=r.judge_no, weight=weight,
-                                   microbatches=r.judge_microbatches)
+                                   microbatches=r.judge_microbatches,
+                                   unique_fraction=r.judge_unique_fraction)
     longest = (config.data.max_prompt_len + config.sampling.max_new_tokens + 12
                + sum(len(p) for p in judge.parts if isinstance(p, tuple)))
     if longest > judge_config.max_position_embeddings:
