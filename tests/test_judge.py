@@ -13,7 +13,7 @@ from rlvr_jax import models, sampling, scoring, sharding, tasks
 from rlvr_jax.data import datasets
 from rlvr_jax.models import hf
 from rlvr_jax.scoring import judge as judge_lib
-from rlvr_jax.train import judges
+from rlvr_jax.train import frozen, judges
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.build import Placer
 from rlvr_jax.train.state import create_train_state
@@ -179,12 +179,12 @@ def test_open_from_an_hf_directory(setup, tok, tmp_path):
         "model": {"dtype": "float32", "param_dtype": "float32"},
         "data": {"max_prompt_len": TP}, "sampling": {"max_new_tokens": N},
         "reward": {"judge_path": str(tmp_path), "judge_template": TEMPLATE, "judge_yes": "y",
-                   "judge_no": "n", "judge_microbatches": 1}})
+                   "judge_no": "n", "judge_microbatches": 1, "judge_unique_fraction": 1.0}})
     judge = judges.open_judge(config, tok, weight=0.5)
     assert judge.weight == 0.5 and judge.config.n_layers == 3
     placer = Placer(sharding.make_mesh({"data": 1, "fsdp": 1, "tensor": 1},
                                        devices=jax.devices()[:1]), sharding.get_rules("fsdp"), jc)
-    loaded = judges.judge_params(str(tmp_path), judge, placer)
+    loaded = frozen.lm_params(str(tmp_path), judge.config, placer)
     for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(jp)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 

@@ -21,19 +21,15 @@ parameters and their static `ModelConfig`, so the teacher may be another size of
 tokenizer), placed like the policy's, in the compute dtype, never checkpointed (read again
 from `rl.teacher` on resume).
 """
-import json
-import os
-from types import SimpleNamespace
 from typing import Any, Dict, Optional, Tuple
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 
-from rlvr_jax import models, sharding
-from rlvr_jax.models import ModelConfig, lora
+from rlvr_jax.models import ModelConfig
 from rlvr_jax.numerics import masked_mean
-from rlvr_jax.train import microbatch, objective, reference
+from rlvr_jax.train import frozen, microbatch, objective, reference
 from rlvr_jax.train.errors import user_input
 from rlvr_jax.train.experience import Experience
 
@@ -110,32 +106,12 @@ def teacher_of(rl, student: ModelConfig, placer) -> Optional[Teacher]:
         return load_teacher(rl.teacher, student, placer)
 
 
-def _is_hf_dir(path: str) -> bool:
-    with open(os.path.join(path, "config.json")) as f:
-        return "architectures" in json.load(f)
-
-
 def load_teacher(path: str, student: ModelConfig, placer) -> Teacher:
-    """The `Teacher` of `path` (a scripts/train.py workdir: its newest intact checkpoint; or
-    a Hugging Face model directory), in the student's compute dtype, placed on the mesh
-    of `placer` with the policy's logical axes. A teacher that does not embed the student's
-    vocabulary raises ValueError (it must share the tokenizer)."""
-    if not os.path.isfile(os.path.join(path, "config.json")):
-        raise FileNotFoundError(f"rl.teacher={path!r}: no config.json there (a scripts/train.py "
-                                "--workdir or a Hugging Face model directory)")
-    if _is_hf_dir(path):
-        from rlvr_jax.models import hf
-        config, params = hf.load_hf_checkpoint(path, dtype=student.dtype)
-    else:
-        from rlvr_jax.train.checkpoint import load_run
-        config, params = load_run(path, tokenizer=SimpleNamespace(vocab_size=student.vocab_size))
-        config = config.replace(dtype=student.dtype)
-    if config.vocab_size < student.vocab_size:
-        raise ValueError(f"rl.teacher={path!r} embeds {config.vocab_size} ids but the student "
-                         f"has {student.vocab_size}: the teacher must share the tokenizer")
-    params = reference.compute_dtype_copy(params, jnp.dtype(config.compute_dtype))
-    if placer.mesh.size == 1:
-        return Teacher(placer.replicated(params), config)
-    specs = lora.specs_like(models.param_logical_axes(config), params, config)
-    return Teacher(sharding.shard_params(params, specs, placer.mesh, placer.rules), config)
-
+    """The `Teacher` of `path` (any frozen LM `train/frozen.py` reads: a scripts/train.py
+    workdir or a Hugging Face model directory, of the student's tokenizer), placed like the
+    policy's by `placer`, in the student's compute dtype. ValueError (one line) otherwise."""
+    config = frozen.lm_config(path, student.vocab_size, dtype=student.dtype,
+                              param_dtype=student.param_dtype, what="rl.teacher")
+    params = frozen.lm_params(path, config, placer)
+    return Teacher(reference.compute_dtype_copy(params, jnp.dtype(config.compute_dtype)),
+                   config)
