@@ -93,8 +93,11 @@ def main(argv=None):
     rollout = sampling.generate(params, batch["prompt_tokens"], batch["prompt_mask"],
                                 jax.random.PRNGKey(0), model_config=mc, sampling_config=sc)
     answers = jnp.repeat(batch["answers"], G)
-    score = jax.jit(lambda r: scoring.judge_scores(jp, r, answers, judge=judge))
-    out["judge_scoring_s"] = timed(lambda: score(rollout), args.steps, quartiles=True)
+    for key, j in (("judge_scoring_s", judge), ("judge_scoring_s_unique", once)):
+        score = jax.jit(lambda r, j=j: scoring.judge_scores(jp, r, answers, judge=j, group_size=G))
+        out[key] = timed(lambda: score(rollout), args.steps, quartiles=True)
+    first = scoring.judge.first_copies(rollout, G)
+    out["judge_scoring_distinct_fraction"] = float(jnp.mean(first == jnp.arange(P * G)))
     out["judge_row_tokens"] = int(scoring.judge.judge_inputs(judge, rollout, answers)[0].shape[1])
     out["judge_cost_fraction"] = (out["step_s_judge"][0] - out["step_s_verifier"][0]) / \
         out["step_s_verifier"][0]

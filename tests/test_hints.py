@@ -113,5 +113,7 @@ def test_hint_groups_caps_the_second_pass(correct, want_groups):
         np.testing.assert_array_equal(out.prompt_tokens[row], [9] * 3)  # `first`'s prompts.
     assert float(metrics["hint/hinted_group_fraction"]) == len(want_groups) / 2
     assert float(metrics["hint/decoded_rows"]) == (g if want_groups else 0)
+    assert float(metrics["hint/needed_group_fraction"]) == float(
+        np.mean(~np.asarray(correct).reshape(2, g).any(1)))
     with pytest.raises(ValueError, match="hint_groups"):
         rl_config.RLConfig(num_prompts=2, hint_mode="on_fail", hint_groups=-1)

@@ -116,6 +116,7 @@ def with_hints(rollout: sampling.Rollout, correct, batch, rng, step, *, trace: C
 
     any_hint = jnp.any(hinted)
     out = jax.lax.cond(any_hint, hint_pass, lambda _: base, None)
-    return out, {"hint/hinted_group_fraction": jnp.sum(hinted.astype(jnp.float32)) / p,
+    return out, {"hint/needed_group_fraction": jnp.mean(need.astype(jnp.float32)),
+                 "hint/hinted_group_fraction": jnp.sum(hinted.astype(jnp.float32)) / p,
                  "hint/fraction": frac,
                  "hint/decoded_rows": any_hint.astype(jnp.float32) * idx.shape[0] * g}
