@@ -25,6 +25,7 @@ from rlvr_jax import scoring
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.train import build, loop, rl_config
+from rlvr_jax.train import placer as placer_lib
 from rlvr_jax.train.errors import ConfigError
 from rlvr_jax.train.logging import read_metrics
 from rlvr_jax.train.rl_config import from_config as rl_from_config
@@ -320,7 +321,7 @@ def test_judge_config_validates_and_builds(name, tmp_path, tmp_path_factory):
     spec = judges.scoring_model(config, tok)
     assert isinstance(spec, scoring.Judge) and spec.weight == 1.0 and spec.no >= 0
     mesh, rules = build.build_mesh(config)
-    placed = judges.scoring_model_params(config, spec, build.Placer(mesh, rules, spec.config))
+    placed = judges.scoring_model_params(config, spec, placer_lib.Placer(mesh, rules, spec.config))
     _, want = load_run(judge_run, tokenizer=tok)
     for a, b in zip(jax.tree.leaves(placed), jax.tree.leaves(want)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -353,7 +354,7 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     spec = build.build_reward_model(config, tok)
     assert spec.config == rm_config and spec.weight == 1.0
     mesh, rules = build.build_mesh(config)
-    placed = build.reward_model_params(config, spec, build.Placer(mesh, rules, rm_config))
+    placed = build.reward_model_params(config, spec, placer_lib.Placer(mesh, rules, rm_config))
     np.testing.assert_array_equal(np.asarray(placed["score"]["kernel"]),
                                   params["score"]["kernel"])
     task, _, _ = build.build_task_and_sources(config)
@@ -439,7 +440,7 @@ def test_multiturn_config_builds_and_replays_its_traces(name):
     mesh, rules = build.build_mesh(config)
     model_config = build.build_model_config(config, tokenizer)
     sampler = build.build_sampler(config, model_config, tokenizer,
-                                  build.Placer(mesh, rules, model_config), env)
+                                  placer_lib.Placer(mesh, rules, model_config), env)
     assert (sampler.tools is not None) == (not sampler.traceable)
     pb = next(build.prompt_loader(config, warmup, tokenizer, 32, seed=0))
     comp, cmask = datasets.completion_arrays([ex.solution for ex in pb.examples], tokenizer,
