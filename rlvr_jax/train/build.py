@@ -220,7 +220,29 @@ def build_mesh(config):
                           "process's devices: set it to 0")
     if config.mesh.num_devices:
         devices = devices[:config.mesh.num_devices]
+    devices = split_devices(config, devices)[0]
     return sharding.make_mesh(mesh_cfg, devices=devices), sharding.get_rules(config.mesh.rules)
+
+
+def split_devices(config, devices):
+    """(the trainer's devices, the sampler's) of `devices`: `mesh.sampler_devices` = s > 0
+    gives the last s to the sampler (`train/async_step.py`); 0: all of them do both."""
+    s = config.mesh.get("sampler_devices", 0)
+    if not s:
+        return devices, devices
+    if not 0 < s < len(devices) or jax.process_count() > 1:
+        raise ConfigError(f"mesh.sampler_devices: {s} of {len(devices)} devices leaves none "
+                          "to train (0: share them)" if jax.process_count() == 1 else
+                          "mesh.sampler_devices: one process only (a split mesh is not "
+                          "multi-host yet); set it to 0")
+    return devices[:-s], devices[-s:]
+
+
+def build_sampler_mesh(config):
+    """The sampler's mesh of `split_devices` (every one of its devices on the fsdp axis)."""
+    devices = jax.devices()[:config.mesh.num_devices or None]
+    return sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": 1},
+                              devices=split_devices(config, devices)[1])
 
 
 def prompt_mask(lengths: np.ndarray, width: int) -> np.ndarray:

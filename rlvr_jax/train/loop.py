@@ -32,12 +32,12 @@ from rlvr_jax.data import adaptive as adaptive_data
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import Tokenizer, load_tokenizer
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import adaptive, adapters, build, distill, judges, preempt, resume
+from rlvr_jax.train import adaptive, adapters, async_step, build, distill, judges, preempt
+from rlvr_jax.train import resume
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train import placer as placer_lib
 from rlvr_jax.train.sft import make_sft_step
-from rlvr_jax.train.step import make_step
 from rlvr_jax.train.checkpoint import Checkpointer, disk_full_error
 from rlvr_jax.train.logging import MetricsWriter, SampleWriter, exclude_compile, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
@@ -285,7 +285,8 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
                            reward_params=judges.scoring_model_params(config, rm, r.placer),
                            reference_memory=config.mesh.reference_memory,
                            teacher=distill.teacher_of(r.rl, r.model_config, r.placer))
-    program = make_step(r.sampler, r.scorer, r.rl, tx, value_tx=value_tx)  # 1 or 2 programs.
+    program = async_step.make_program(config, r.tokenizer, r.sampler, r.scorer, r.rl, tx,
+                                      r.placer, value_tx=value_tx)  # Sync, or async rollouts.
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
     r.adaptive = adaptive.attach(config, r.train_source, loader)
@@ -318,13 +319,12 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
 
 
 def rl_step(r: Run, program, state, loader, i: int):
-    """RL step i + 1: a batch of prompts → the step program → float metrics (+ samples)."""
+    """RL step i + 1: the step program (`async_step.make_program`: it takes its prompts from
+    `loader`) → float metrics (+ samples) of the batch `pb` it trained on."""
     config, g = r.config, r.config.rl.num_samples
     t0 = time.perf_counter()
-    pb = next(loader)
     with sharding.activate(r.placer.mesh, r.placer.rules):
-        batch = build.place_rl_batch(r.placer, pb, config, r.tokenizer)
-        state, metrics, samples = program(state, batch, pb.examples)
+        state, metrics, samples, pb = program(state, loader)
         if config.log_samples_every > 0 and (i + 1) % config.log_samples_every == 0:
             k = config.log_num_samples
             texts, rewards = build.decode_first_samples(r.tokenizer, samples, g, k)
