@@ -133,6 +133,8 @@ def _run(name, tmp_path_factory, **overrides):
         config = small(load_config(os.path.join(ROOT, "configs", name + ".py")))
         config.rl.update(overrides)
         config.log_samples_every = 1
+        if config.mesh.sampler_devices:  # Asynchronous rollouts: a device for the trainer too.
+            config.mesh.num_devices = config.mesh.sampler_devices + 1
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RLVR_JAX_NO_PROGRESS", "1")
             summary = loop.run(config, workdir, progress=False)
@@ -189,6 +191,11 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
         assert 0.0 <= rec["hint/hinted_group_fraction"] <= 1.0
     if config.rl.offpolicy_per_group:  # Expert rows: the worked solutions, scored.
         assert rec["offpolicy/reward_off"] > 0.0 and "rollout/all_wrong_fraction" in rec
+    if config.rl.max_staleness:  # Step 1 trains on batch 0 (sampled with the first weights)
+        # while the sampler's device samples batch 1 (the queue holds it).
+        assert rec["async/staleness"] == 0.0 and rec["async/queue"] == config.rl.max_staleness
+        assert rec["async/weight_sync_bytes"] > 0 and rec["async/weight_sync_s"] >= 0.0
+        assert np.isfinite(rec["mismatch/kl"]) and rec["tis/is_weight_mean"] > 0.0
     if "cosine_length" in config.reward.components:  # The term ran inside the step.
         assert -10.0 <= rec["reward/cosine_length"] <= 2.0 and "reward/token" in rec
     # Held-out evaluation after the warm-up (step 0) and after RL (step 1).
@@ -203,6 +210,22 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
         assert json.load(f)["rl"]["algorithm"] == config.rl.algorithm
     assert os.path.exists(os.path.join(workdir, "summary.json"))
+
+
+def test_max_staleness_0_is_the_synchronous_run_bit_for_bit(tmp_path_factory):
+    """rl.max_staleness=0 and mesh.sampler_devices=0 given explicitly: the quickstart's small
+    run (the default path, `step.make_step`'s one program) again, metrics.jsonl equal to the
+    last bit but for the wall-clock fields (its programs are this session's: no compile)."""
+    _, want, _ = _run("quickstart", tmp_path_factory)
+    config = small(load_config(os.path.join(ROOT, "configs", "quickstart.py")))
+    config.rl.max_staleness, config.mesh.sampler_devices = 0, 0
+    config.log_samples_every = 1
+    workdir = str(tmp_path_factory.mktemp("staleness0"))
+    loop.run(config, workdir, progress=False)
+    got = read_metrics(os.path.join(workdir, "metrics.jsonl"))
+    clock = lambda r: {k: v for k, v in r.items() if k != "time" and not k.startswith("perf/")}  # noqa
+    assert [clock(r) for r in got] == [clock(r) for r in want]
+    assert not any(k.startswith(("async/", "mismatch/")) for r in got for k in r)
 
 
 @pytest.mark.parametrize("name", TEACHER)

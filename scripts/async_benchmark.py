@@ -1,0 +1,81 @@
+"""RL steps per second, synchronous vs asynchronous rollouts (docs/async.md), as JSON.
+
+    XLA_FLAGS=--xla_force_host_platform_device_count=2 \\
+        python scripts/async_benchmark.py --config configs/async_arithmetic.py --steps 40
+
+Runs the config's RL loop once per mode, with the same seed, a shorter warm-up
+(--sft-steps) and no periodic evaluation, and reports per mode the median of the RL
+steps' `perf/step_time_s` (the first --skip steps, which compile, left out), steps/s, and
+the weight sync's mean seconds and bytes. Modes:
+
+  sync       rl.max_staleness=0, mesh.sampler_devices=0 on one device (today's one program)
+  split      rl.max_staleness=0 on split meshes: sample on device 1, then train on device 0
+             (the same programs as async1, no overlap: the overlap is split / async1)
+  async1     rl.max_staleness=1, mesh.sampler_devices=1
+  async2     rl.max_staleness=2, mesh.sampler_devices=1
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+os.environ.setdefault("RLVR_JAX_NO_PROGRESS", "1")
+
+MODES = {"sync": (0, 0, 1), "split": (0, 1, 2), "async1": (1, 1, 2), "async2": (2, 1, 2)}
+
+
+def measure(config, mode: str, skip: int) -> dict:
+    """The RL step times of one run of `config` in `mode` (`MODES`: staleness, sampler
+    devices, devices)."""
+    import numpy as np
+    from rlvr_jax.train import loop
+    from rlvr_jax.train.logging import read_metrics
+    k, s, n = MODES[mode]
+    config = config.copy_and_resolve_references()
+    config.rl.max_staleness, config.mesh.sampler_devices, config.mesh.num_devices = k, s, n
+    with tempfile.TemporaryDirectory() as workdir:
+        loop.run(config, workdir, progress=False)
+        rl = [r for r in read_metrics(os.path.join(workdir, "metrics.jsonl"))
+              if r["phase"] == "rl"][skip:]
+    times = np.array([r["perf/step_time_s"] for r in rl])
+    out = {"steps_measured": len(times), "median_step_s": float(np.median(times)),
+           "steps_per_s": float(1.0 / np.median(times)),
+           "step_s_quartiles": [float(q) for q in np.percentile(times, [25, 75])]}
+    if k or s:
+        out["weight_sync_s"] = float(np.mean([r["async/weight_sync_s"] for r in rl]))
+        out["weight_sync_bytes"] = float(rl[-1]["async/weight_sync_bytes"])
+    return out
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="configs/async_arithmetic.py")
+    p.add_argument("--steps", type=int, default=40, help="RL steps per mode")
+    p.add_argument("--skip", type=int, default=5, help="first RL steps left out (compile)")
+    p.add_argument("--sft-steps", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--modes", default=",".join(MODES))
+    args = p.parse_args(argv)
+    from rlvr_jax.train.cli import load_config_file
+    config = load_config_file(args.config)
+    config.seed, config.rl.steps, config.sft.steps = args.seed, args.steps, args.sft_steps
+    config.eval.every, config.eval.num_prompts, config.eval.batch_size = 0, 50, 50
+    config.eval.k, config.checkpoint.every, config.log_samples_every = 1, 0, 0
+    result = {"config": args.config, "steps": args.steps, "sft_steps": args.sft_steps,
+              "seed": args.seed, "modes": {}}
+    for mode in args.modes.split(","):
+        result["modes"][mode] = measure(config, mode, args.skip)
+        print(json.dumps({mode: result["modes"][mode]}), file=sys.stderr, flush=True)
+    modes = result["modes"]
+    if "sync" in modes and "async1" in modes:
+        result["async1_over_sync"] = modes["async1"]["steps_per_s"] / modes["sync"]["steps_per_s"]
+    if "split" in modes and "async1" in modes:
+        result["async1_over_split"] = modes["async1"]["steps_per_s"] / modes["split"]["steps_per_s"]
+    print(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
