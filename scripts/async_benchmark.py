@@ -78,4 +78,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from rlvr_jax.train.cli import script_main
+    script_main(main)

@@ -53,5 +53,6 @@ def mismatch_kl(logp, sampler_logp, mask):
     Returns: a float32 scalar.
     """
     m = _mask(mask, jnp.shape(logp))
-    _, d = _log_ratio(jax.lax.stop_gradient(logp), jax.lax.stop_gradient(sampler_logp), m)
+    sg = jax.lax.stop_gradient
+    _, d = _log_ratio(sg(logp), sg(sampler_logp), m)
     return masked_mean(jnp.exp(d) - 1.0 - d, m)

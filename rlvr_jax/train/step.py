@@ -326,8 +326,9 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
                      rl: RLConfig, tx: optax.GradientTransformation, temperature: float,
                      value_tx: Optional[optax.GradientTransformation] = None, proximal=None):
     """The device terms (`scorer.score_device`, after the host stage's `host` if any) then
-    `update` (proximal: its old log-probs' weights, None: the state's): (state, metrics, samples {"tokens" [B', N], "mask" [B', N], "rewards" [B'],
-    "correct" [B'] bool}); traceable. answers: [P'] int32 (None: no term reads them)."""
+    `update`: (state, metrics, samples {"tokens" [B', N], "mask" [B', N], "rewards" [B'],
+    "correct" [B'] bool}); traceable. answers: [P'] int32 (None: no term reads them);
+    proximal: the weights of the old log-probs (None: the state's)."""
     answers = None if answers is None else jnp.repeat(answers, num_samples, axis=0)
     x = scoring.Inputs(rollout, answers=answers,
                        group_size=num_samples, episodes=episodes,
