@@ -8,7 +8,8 @@ Runs the config's RL loop once per mode, with the same seed, a shorter warm-up
 steps' `perf/step_time_s` (the first --skip steps, which compile, left out), steps/s, and
 the weight sync's mean seconds and bytes. Modes:
 
-  sync       rl.max_staleness=0, mesh.sampler_devices=0 on one device (today's one program)
+  sync       rl.max_staleness=0, mesh.sampler_devices=0 on one device, no correction
+             (rl.proximal=none, rl.tis_cap=0): today's one program, the quickstart's
   split      rl.max_staleness=0 on split meshes: sample on device 1, then train on device 0
              (the same programs as async1, no overlap: the overlap is split / async1)
   async1     rl.max_staleness=1, mesh.sampler_devices=1
@@ -26,24 +27,30 @@ os.environ.setdefault("RLVR_JAX_NO_PROGRESS", "1")
 MODES = {"sync": (0, 0, 1), "split": (0, 1, 2), "async1": (1, 1, 2), "async2": (2, 1, 2)}
 
 
-def measure(config, mode: str, skip: int) -> dict:
-    """The RL step times of one run of `config` in `mode` (`MODES`: staleness, sampler
-    devices, devices)."""
-    import numpy as np
+def measure(config, mode: str, skip: int) -> list:
+    """The RL step records of one run of `config` in `mode` (`MODES`: staleness, sampler
+    devices, devices), the first `skip` left out."""
     from rlvr_jax.train import loop
     from rlvr_jax.train.logging import read_metrics
     k, s, n = MODES[mode]
     config = config.copy_and_resolve_references()
     config.rl.max_staleness, config.mesh.sampler_devices, config.mesh.num_devices = k, s, n
+    if mode == "sync":
+        config.rl.proximal, config.rl.tis_cap = "none", 0.0
     with tempfile.TemporaryDirectory() as workdir:
         loop.run(config, workdir, progress=False)
-        rl = [r for r in read_metrics(os.path.join(workdir, "metrics.jsonl"))
-              if r["phase"] == "rl"][skip:]
+        return [r for r in read_metrics(os.path.join(workdir, "metrics.jsonl"))
+                if r["phase"] == "rl"][skip:]
+
+
+def summarize(rl: list) -> dict:
+    """Median step time, steps/s, quartiles and the weight sync of RL step records."""
+    import numpy as np
     times = np.array([r["perf/step_time_s"] for r in rl])
     out = {"steps_measured": len(times), "median_step_s": float(np.median(times)),
            "steps_per_s": float(1.0 / np.median(times)),
            "step_s_quartiles": [float(q) for q in np.percentile(times, [25, 75])]}
-    if k or s:
+    if "async/weight_sync_s" in rl[0]:
         out["weight_sync_s"] = float(np.mean([r["async/weight_sync_s"] for r in rl]))
         out["weight_sync_bytes"] = float(rl[-1]["async/weight_sync_bytes"])
     return out
@@ -57,6 +64,8 @@ def main(argv=None) -> dict:
     p.add_argument("--sft-steps", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--repeats", type=int, default=1, help="runs per mode, the modes "
+                   "interleaved (a shared machine's load then falls on all of them alike)")
     args = p.parse_args(argv)
     from rlvr_jax.train.cli import load_config_file
     config = load_config_file(args.config)
@@ -65,10 +74,13 @@ def main(argv=None) -> dict:
     config.eval.k, config.checkpoint.every, config.log_samples_every = 1, 0, 0
     result = {"config": args.config, "steps": args.steps, "sft_steps": args.sft_steps,
               "seed": args.seed, "modes": {}}
-    for mode in args.modes.split(","):
-        result["modes"][mode] = measure(config, mode, args.skip)
-        print(json.dumps({mode: result["modes"][mode]}), file=sys.stderr, flush=True)
-    modes = result["modes"]
+    records = {mode: [] for mode in args.modes.split(",")}
+    for _ in range(args.repeats):
+        for mode in records:
+            records[mode] += measure(config, mode, args.skip)
+            print(json.dumps({mode: summarize(records[mode])}), file=sys.stderr, flush=True)
+    modes = result["modes"] = {mode: summarize(rl) for mode, rl in records.items()}
+    result["load_average"] = os.getloadavg()
     if "sync" in modes and "async1" in modes:
         result["async1_over_sync"] = modes["async1"]["steps_per_s"] / modes["sync"]["steps_per_s"]
     if "split" in modes and "async1" in modes:
