@@ -90,3 +90,18 @@ def test_async_knobs_one_line_errors():
         rl_config.RLConfig(**base, max_staleness=1, hint_mode="on_fail")
     assert rl_config.RLConfig(**base, proximal="trainer", tis_cap=2.0).needs_old_logprobs
     assert not rl_config.RLConfig(**base, max_staleness=2).needs_old_logprobs
+
+
+def test_sampler_devices_split_and_one_line_error():
+    """mesh.sampler_devices = s gives the last s devices to the sampler, 0 shares them all;
+    s that leaves the trainer none is a ConfigError naming the field."""
+    from rlvr_jax.train import build, config as config_lib
+    from rlvr_jax.train.errors import ConfigError
+    config = config_lib.default_config()
+    devices = list(range(4))
+    assert build.split_devices(config, devices) == (devices, devices)
+    config.mesh.sampler_devices = 1
+    assert build.split_devices(config, devices) == ([0, 1, 2], [3])
+    config.mesh.sampler_devices = 4
+    with pytest.raises(ConfigError, match="mesh.sampler_devices: 4 of 4 devices"):
+        build.split_devices(config, devices)
