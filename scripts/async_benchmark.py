@@ -14,6 +14,10 @@ the weight sync's mean seconds and bytes. Modes:
              (the same programs as async1, no overlap: the overlap is split / async1)
   async1     rl.max_staleness=1, mesh.sampler_devices=1
   async2     rl.max_staleness=2, mesh.sampler_devices=1
+
+--overlap instead times one compute-bound program (60 chained 256×256 matmuls) on device 0
+alone, on device 1 alone, and dispatched on both at once: whether this backend runs two
+devices' programs at the same time (JAX's asynchronous dispatch, no threads).
 """
 import argparse
 import json
@@ -56,6 +60,28 @@ def summarize(rl: list) -> dict:
     return out
 
 
+def overlap_check(repeats: int = 5) -> dict:
+    """Median seconds of the program on device 0, on device 1, and on both at once."""
+    import time
+    import jax
+    import jax.numpy as jnp
+    f = jax.jit(lambda x: jax.lax.fori_loop(0, 60, lambda i, y: jnp.tanh(y @ y), x))
+    xs = [jax.device_put(jnp.full((256, 256), 0.01), d) for d in jax.devices()[:2]]
+    jax.block_until_ready([f(x) for x in xs])  # Compiled for both devices.
+
+    def median(fn):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn())
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[repeats // 2]
+    one, two = median(lambda: f(xs[0])), median(lambda: f(xs[1]))
+    both = median(lambda: [f(x) for x in xs])
+    return {"device0_s": one, "device1_s": two, "both_s": both, "overlap": (one + two) / both,
+            "load_average": os.getloadavg()}
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="configs/async_arithmetic.py")
@@ -66,7 +92,12 @@ def main(argv=None) -> dict:
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--repeats", type=int, default=1, help="runs per mode, the modes "
                    "interleaved (a shared machine's load then falls on all of them alike)")
+    p.add_argument("--overlap", action="store_true", help="only the overlap check")
     args = p.parse_args(argv)
+    if args.overlap:
+        result = overlap_check()
+        print(json.dumps(result, indent=1))
+        return result
     from rlvr_jax.train.cli import load_config_file
     config = load_config_file(args.config)
     config.seed, config.rl.steps, config.sft.steps = args.seed, args.steps, args.sft_steps
