@@ -8,7 +8,7 @@ Prints one JSON line per process: the parameters' bytes, and `peak_mib` = the pr
 peak resident memory (`resource.getrusage`) minus its resident memory once JAX's backend
 (and `jax.distributed`) started. `--whole` measures the former path (every process builds
 the whole model on the host, then `device_put`s its shards) instead of the born-sharded
-init `loop.run` uses (`build.Placer.init`: `sharding.sharded_init`). On CPU the devices'
+init `loop.run` uses (`placer.Placer.init`: `sharding.sharded_init`). On CPU the devices'
 memory is the process's, so a process holding half the shards holds half the model.
 """
 import argparse
@@ -44,13 +44,13 @@ def main() -> None:
     import jax
 
     from rlvr_jax import distributed, models, sharding
-    from rlvr_jax.train import build
+    from rlvr_jax.train import placer as placer_lib
     distributed.initialize(fields or None)
     jax.devices()
     base = _rss_mib()
     cfg = models.presets.get(args.preset, dtype="float32", param_dtype="float32")
     mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": 1})
-    placer = build.Placer(mesh, sharding.get_rules("fsdp"), cfg)
+    placer = placer_lib.Placer(mesh, sharding.get_rules("fsdp"), cfg)
     key = jax.random.PRNGKey(0)
     if args.whole:
         params = placer.params(models.init_params(cfg, key))

@@ -25,6 +25,7 @@ from rlvr_jax import scoring
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.train import build, loop, rl_config
+from rlvr_jax.train import placer as placer_lib
 from rlvr_jax.train.errors import ConfigError
 from rlvr_jax.train.logging import read_metrics
 from rlvr_jax.train.rl_config import from_config as rl_from_config
@@ -73,6 +74,10 @@ MULTITURN = ("guess_number", "tool_calculator")
 # Need a teacher run (rl.teacher): run with the small quickstart run of this session as the
 # teacher (test_distill_config_runs_with_a_teacher_run).
 TEACHER = ("distill_arithmetic",)
+
+# Asynchronous rollouts on two devices (docs/async.md): run for 3 RL steps instead of one
+# (test_async_config_trains_each_batch_one_step_late).
+ASYNC = ("async_arithmetic",)
 
 # Keys every RL record of metrics.jsonl must have (the issue's list).
 RL_KEYS = ("step", "rollout/reward_mean", "reward/correct", "loss/clip_frac_low",
@@ -132,6 +137,8 @@ def _run(name, tmp_path_factory, **overrides):
         config = small(load_config(os.path.join(ROOT, "configs", name + ".py")))
         config.rl.update(overrides)
         config.log_samples_every = 1
+        if config.mesh.sampler_devices:  # Asynchronous rollouts: a device for the trainer too.
+            config.mesh.num_devices = config.mesh.sampler_devices + 1
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("RLVR_JAX_NO_PROGRESS", "1")
             summary = loop.run(config, workdir, progress=False)
@@ -161,6 +168,8 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
         pytest.skip("multi-turn config: test_multiturn_config_builds_and_replays_its_traces")
     if name in TEACHER:
         pytest.skip("distillation config: test_distill_config_runs_with_a_teacher_run")
+    if name in ASYNC:
+        pytest.skip("asynchronous config: test_async_config_trains_each_batch_one_step_late")
     summary, records, workdir = _run(name, tmp_path_factory)
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     rl_records = [r for r in records if r["phase"] == "rl"]
@@ -202,6 +211,42 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
     with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
         assert json.load(f)["rl"]["algorithm"] == config.rl.algorithm
     assert os.path.exists(os.path.join(workdir, "summary.json"))
+
+
+def test_max_staleness_0_is_the_synchronous_run_bit_for_bit(tmp_path_factory):
+    """rl.max_staleness=0 and mesh.sampler_devices=0 given explicitly: the quickstart's small
+    run (the default path, `step.make_step`'s one program) again, metrics.jsonl equal to the
+    last bit but for the wall-clock fields (its programs are this session's: no compile)."""
+    _, want, _ = _run("quickstart", tmp_path_factory)
+    config = small(load_config(os.path.join(ROOT, "configs", "quickstart.py")))
+    config.rl.max_staleness, config.mesh.sampler_devices = 0, 0
+    config.log_samples_every = 1
+    workdir = str(tmp_path_factory.mktemp("staleness0"))
+    loop.run(config, workdir, progress=False)
+    got = read_metrics(os.path.join(workdir, "metrics.jsonl"))
+    def clock_free(r):  # The record less its wall-clock fields.
+        return {k: v for k, v in r.items() if k != "time" and not k.startswith("perf/")}
+    assert [clock_free(r) for r in got] == [clock_free(r) for r in want]
+    assert not any(k.startswith(("async/", "mismatch/")) for r in got for k in r)
+
+
+@pytest.mark.parametrize("name", ASYNC)
+def test_async_config_trains_each_batch_one_step_late(name, tmp_path_factory):
+    """configs/async_arithmetic.py (the sampler on device 1, the trainer on device 0) for 3 RL
+    steps: batch i is trained at step i + 1, sampled with the weights of step i − 1 after
+    the first (async/staleness 0, 1, 1), the queue holds one batch between steps, every step
+    syncs the same bytes, and the correction's metrics are logged and finite."""
+    summary, records, _ = _run(name, tmp_path_factory, steps=3)
+    rl = [r for r in records if r["phase"] == "rl"]
+    assert [r["async/staleness"] for r in rl] == [0.0, 1.0, 1.0]
+    assert [r["async/queue"] for r in rl] == [1.0, 1.0, 1.0]
+    assert len({r["async/weight_sync_bytes"] for r in rl}) == 1 and rl[0][
+        "async/weight_sync_bytes"] > 0
+    for r in rl:
+        for key in RL_KEYS + ("mismatch/kl", "tis/is_weight_mean", "async/weight_sync_s"):
+            assert np.isfinite(r[key]), (key, r[key])
+    assert [r["step"] for r in records if r["phase"] == "eval"] == [0, 3]
+    assert summary["after_rl"]["eval/pass@1"] == records[-1]["eval/pass@1"]
 
 
 @pytest.mark.parametrize("name", TEACHER)
@@ -320,7 +365,7 @@ def test_judge_config_validates_and_builds(name, tmp_path, tmp_path_factory):
     spec = judges.scoring_model(config, tok)
     assert isinstance(spec, scoring.Judge) and spec.weight == 1.0 and spec.no >= 0
     mesh, rules = build.build_mesh(config)
-    placed = judges.scoring_model_params(config, spec, build.Placer(mesh, rules, spec.config))
+    placed = judges.scoring_model_params(config, spec, placer_lib.Placer(mesh, rules, spec.config))
     _, want = load_run(judge_run, tokenizer=tok)
     for a, b in zip(jax.tree.leaves(placed), jax.tree.leaves(want)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -353,7 +398,7 @@ def test_reward_model_config_validates_and_builds(name, tmp_path):
     spec = build.build_reward_model(config, tok)
     assert spec.config == rm_config and spec.weight == 1.0
     mesh, rules = build.build_mesh(config)
-    placed = build.reward_model_params(config, spec, build.Placer(mesh, rules, rm_config))
+    placed = build.reward_model_params(config, spec, placer_lib.Placer(mesh, rules, rm_config))
     np.testing.assert_array_equal(np.asarray(placed["score"]["kernel"]),
                                   params["score"]["kernel"])
     task, _, _ = build.build_task_and_sources(config)
@@ -439,7 +484,7 @@ def test_multiturn_config_builds_and_replays_its_traces(name):
     mesh, rules = build.build_mesh(config)
     model_config = build.build_model_config(config, tokenizer)
     sampler = build.build_sampler(config, model_config, tokenizer,
-                                  build.Placer(mesh, rules, model_config), env)
+                                  placer_lib.Placer(mesh, rules, model_config), env)
     assert (sampler.tools is not None) == (not sampler.traceable)
     pb = next(build.prompt_loader(config, warmup, tokenizer, 32, seed=0))
     comp, cmask = datasets.completion_arrays([ex.solution for ex in pb.examples], tokenizer,

@@ -287,7 +287,7 @@ def test_reward_model_reads_slices_into_the_same_values(tmp_path):
     2-label score head."""
     from rlvr_jax import scoring
     from rlvr_jax.models import reward_model
-    from rlvr_jax.train.build import Placer
+    from rlvr_jax.train.placer import Placer
     cfg = models.presets.get("qwen2.5-0.5b", d_model=64, d_ff=128, n_heads=8, n_kv_heads=2,
                              head_dim=8, n_layers=2, vocab_size=128, tie_embeddings=True,
                              dtype="float32", param_dtype="float32")

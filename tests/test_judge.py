@@ -15,7 +15,7 @@ from rlvr_jax.models import hf
 from rlvr_jax.scoring import judge as judge_lib
 from rlvr_jax.train import frozen, judges
 from rlvr_jax.train import step as step_lib
-from rlvr_jax.train.build import Placer
+from rlvr_jax.train.placer import Placer
 from rlvr_jax.train.state import create_train_state
 from tests import numerics
 

@@ -166,13 +166,14 @@ def test_config_keys():
 def test_init_from_a_peft_directory(cfg, base, trained, tmp_path):
     from rlvr_jax.models import peft_format
     from rlvr_jax.train import build
+    from rlvr_jax.train import placer as placer_lib
     peft_format.save_peft(trained, cfg, str(tmp_path / "adapter"))
     config = default_config()
     config.mesh.num_devices = 1
     config.model.lora.rank = R
     config.model.lora.init_from = str(tmp_path / "adapter")
     config.model.lora.quantize_base = "int8"
-    placer = build.Placer(*build.build_mesh(config), cfg)
+    placer = placer_lib.Placer(*build.build_mesh(config), cfg)
     params = adapters_lib.attach_for_rl(config, cfg, base, placer, jax.random.PRNGKey(0))
     assert quant.is_quantized(params)
     for got, want in zip(jax.tree.leaves(lora.split(params)[0]), jax.tree.leaves(trained)):

@@ -13,6 +13,7 @@ from rlvr_jax import models, scoring, sharding
 from rlvr_jax.models import lora
 from rlvr_jax.multiturn.env import DeviceEnv
 from rlvr_jax.train import build
+from rlvr_jax.train import placer as placer_lib
 from rlvr_jax.train import state as state_lib
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.config import default_config
@@ -111,7 +112,7 @@ def test_decode_rules_lay_out_a_lora_tree(params, model_config, tok, quantize_ba
     config.rl.num_samples, config.mesh.num_devices = 2, 8
     mesh, rules = sharding.make_mesh({"data": 1, "fsdp": 8, "tensor": 1}), sharding.get_rules(
         "fsdp")
-    placer = build.Placer(mesh, rules, cfg)
+    placer = placer_lib.Placer(mesh, rules, cfg)
     policy = placer.params(policy)
     assert policy["layers"]["attn"]["q_lora_a"].sharding.spec != jax.sharding.PartitionSpec()
     plain = build.build_sampler(config, cfg, tok, placer)

@@ -12,7 +12,7 @@ from rlvr_jax import models, sampling, scoring, sharding, tasks
 from rlvr_jax.data import datasets
 from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import step as step_lib
-from rlvr_jax.train.build import Placer
+from rlvr_jax.train.placer import Placer
 from rlvr_jax.train.state import create_train_state
 from tests import numerics
 

@@ -4,6 +4,7 @@ Per-token losses are `[B, T]` float32, exactly 0 at masked positions; reduce the
 `aggregate(values, mask, mode, ...)`. Functions returning statistics return `(value, metrics)`.
 """
 from rlvr_jax.losses.aggregation import MODES, aggregate, global_counts
+from rlvr_jax.losses.decoupled import decoupled_ppo, mismatch_kl
 from rlvr_jax.losses.divergence import DIVERGENCES, mass_covering
 from rlvr_jax.losses.entropy import (entropy, entropy_bonus, high_entropy_mask,
                                      low_entropy_complement)
@@ -16,6 +17,7 @@ from rlvr_jax.losses.value import value_loss
 
 __all__ = [
     "MODES", "aggregate", "global_counts",
+    "decoupled_ppo", "mismatch_kl",
     "DIVERGENCES", "mass_covering",
     "entropy", "entropy_bonus", "high_entropy_mask", "low_entropy_complement",
     "KINDS", "adaptive_kl_coef", "kl", "kl_loss", "kl_penalty",

@@ -237,6 +237,8 @@ def _evaluation_and_placement(c: ml_collections.ConfigDict) -> None:
     c.mesh.dcn_tensor = 1            # (1 on a single slice or host.)
     c.mesh.rules = "fsdp"            # dp | fsdp | fsdp_tp.
     c.mesh.num_devices = 0           # 0: all devices; n: the first n (e.g. 1 for a CPU test).
+    c.mesh.sampler_devices = 0       # Asynchronous rollouts (docs/async.md): the last n of them
+    #                                  sample (FSDP), the rest train; 0: all do both.
     c.mesh.reference_memory = "device"  # The KL reference model (compute dtype): device |
     #                                  pinned_host (host memory, copied in for its pass; 7B+).
 

@@ -31,14 +31,13 @@ from rlvr_jax import distributed, evaluation, models, scoring, sharding
 from rlvr_jax.data import adaptive as adaptive_data
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import Tokenizer, load_tokenizer
-from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import adaptive, adapters, build, distill, judges, preempt
+from rlvr_jax.train import adaptive, adapters, async_step, build, distill, judges, preempt
+from rlvr_jax.train import resume
 from rlvr_jax.train import lock as lock_lib
-from rlvr_jax.train.state import FROZEN
 from rlvr_jax.train import workdir as workdir_lib
+from rlvr_jax.train import placer as placer_lib
 from rlvr_jax.train.sft import make_sft_step
-from rlvr_jax.train.step import make_step
 from rlvr_jax.train.checkpoint import Checkpointer, disk_full_error
 from rlvr_jax.train.logging import MetricsWriter, SampleWriter, exclude_compile, progress_bar
 from rlvr_jax.train.rl_config import RLConfig
@@ -64,7 +63,7 @@ class Run:
     model_config: models.ModelConfig
     train_source: Source
     warmup_source: Source
-    placer: build.Placer
+    placer: placer_lib.Placer
     sampler: Sampler  # The rollout kind (plain, device or host episodes), built once.
     scorer: scoring.Scorer  # The verifier and the reward terms.
     evaluator: evaluation.Evaluator
@@ -139,7 +138,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
     with user_input("mesh"):
         mesh, rules = build.build_mesh(config)
     rl = rl_config_from(config)
-    placer = build.Placer(mesh, rules, model_config)
+    placer = placer_lib.Placer(mesh, rules, model_config)
     reward_model = judges.scoring_model(config, tokenizer)  # A reward model or a judge.
     env = build.build_env(config, tokenizer)
     with user_input("reward"):
@@ -159,7 +158,7 @@ def setup(config, plan: workdir_lib.Plan, progress: bool = True):
             placer, sampler, scorer, evaluator, keys, reward_model=reward_model,
             progress=progress, release=release)
     try:
-        r.ckpt, resumed = open_checkpoints(config, plan)
+        r.ckpt, resumed = resume.open_checkpoints(config, plan)
     except BaseException:
         release()
         raise
@@ -206,7 +205,7 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
                       sampler: Optional[Sampler] = None, placer=None, stop=None):
     """`config.sft.steps` supervised steps on worked solutions (with a multi-turn `sampler`,
     the observation tokens in them are attended to but not predicted: `warmup_loss_mask`);
-    the batches placed by `placer` (a `build.Placer`) like the RL batches (None: `jnp.asarray`,
+    the batches placed by `placer` (a `placer.Placer`) like the RL batches (None: `jnp.asarray`,
     one process). `stop(step, params) -> bool` ends it after that step (the lab's criterion)."""
     place = (lambda b: jax.tree.map(jnp.asarray, b)) if placer is None else (
         lambda b: placer.batch(b, source=build.data_name(config) + " (warm-up)"))
@@ -286,22 +285,23 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
                            reward_params=judges.scoring_model_params(config, rm, r.placer),
                            reference_memory=config.mesh.reference_memory,
                            teacher=distill.teacher_of(r.rl, r.model_config, r.placer))
-    program = make_step(r.sampler, r.scorer, r.rl, tx, value_tx=value_tx)  # 1 or 2 programs.
+    program = async_step.make_program(config, r.tokenizer, r.sampler, r.scorer, r.rl, tx,
+                                      r.placer, value_tx=value_tx)  # Sync, or async rollouts.
     loader = build.prompt_loader(config, r.train_source, r.tokenizer,
                                  build.prompts_per_step(config), seed=config.seed + 7)
     r.adaptive = adaptive.attach(config, r.train_source, loader)
     if resumed is not None:  # Exact resume: state (params, optimizer, rng), data, evals.
-        state, resumed = restore(r, resume_step, state)
+        state, resumed = resume.restore(r, resume_step, state)
         open_logs(r, resumed)  # Only now, with the state restored, are the logs cut back.
         loader.restore(resumed["loader"])
-        restore_adaptive(r, resumed)
+        resume.restore_adaptive(r, resumed)
         last_eval, start = resumed["last_eval"], resume_step
     else:
         last_eval, start = summary["after_warmup"], 0
-        if _saving(r):  # Step 0: the warm-up is never redone once RL has started.
+        if resume.saving(r):  # Step 0: the warm-up is never redone once RL has started.
             adapters.save_base(r.workdir, config, state.params)  # LoRA: the base, once.
-            r.ckpt.save(0, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
-                        force=True)
+            r.ckpt.save(0, resume.saved_part(state),
+                        resume.checkpoint_extra(r, loader, summary, last_eval), force=True)
     bar = progress_bar(config.rl.steps, "RL", initial=start)  # Resumed steps: not in the rate.
     for i in range(start, config.rl.steps):
         if preempt.requested():  # (A collective on multi-host runs: every process asks.)
@@ -319,19 +319,18 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
 
 
 def rl_step(r: Run, program, state, loader, i: int):
-    """RL step i + 1: a batch of prompts → the step program → float metrics (+ samples)."""
+    """RL step i + 1: the step program (`async_step.make_program`: it takes its prompts from
+    `loader`) → float metrics (+ samples) of the batch `pb` it trained on."""
     config, g = r.config, r.config.rl.num_samples
     t0 = time.perf_counter()
-    pb = next(loader)
     with sharding.activate(r.placer.mesh, r.placer.rules):
-        batch = build.place_rl_batch(r.placer, pb, config, r.tokenizer)
-        state, metrics, samples = program(state, batch, pb.examples)
+        state, metrics, samples, pb = program(state, loader)
         if config.log_samples_every > 0 and (i + 1) % config.log_samples_every == 0:
             k = config.log_num_samples
             texts, rewards = build.decode_first_samples(r.tokenizer, samples, g, k)
             r.samples.write(i + 1, pb.examples[:k], texts[:k], rewards[:k], 1)
     metrics = {k: float(v) for k, v in metrics.items()}
-    _check_finite(metrics, i + 1, r.ckpt)  # Before anything of this step is saved.
+    resume.check_finite(metrics, i + 1, r.ckpt)  # Before anything of this step is saved.
     if r.adaptive is not None:  # What this step's prompts scored steers the next batches.
         r.adaptive.observe(pb, distributed.to_host(samples["correct"]).reshape(-1, g))
         metrics.update(r.adaptive.metrics())
@@ -355,11 +354,11 @@ def after_rl_step(r: Run, step: int, state, metrics, loader, summary, last_eval)
     if config.eval.every and step % config.eval.every == 0 and step < config.rl.steps:
         last_eval = evaluate(r, state.params, step)
     last = step == config.rl.steps  # (Also saved by a run resumed from a SIGTERM's save.)
-    if r.ckpt is not None and (_saving(r) or last):  # Every checkpoint.every; async, atomic.
-        if not _saving(r):  # (Else saved with step 0.)
+    if r.ckpt is not None and (resume.saving(r) or last):  # Every checkpoint.every; async, atomic.
+        if not resume.saving(r):  # (Else saved with step 0.)
             adapters.save_base(r.workdir, r.config, state.params)
-        r.ckpt.save(step, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
-                    force=last)
+        r.ckpt.save(step, resume.saved_part(state),
+                    resume.checkpoint_extra(r, loader, summary, last_eval), force=last)
     return last_eval
 
 
@@ -371,10 +370,10 @@ def stop_on_sigterm(r: Run, step: int, state, loader, summary, last_eval) -> Non
         r.ckpt = Checkpointer(os.path.join(r.workdir, workdir_lib.CHECKPOINTS),
                               max_to_keep=c.keep, async_save=False)
     r.ckpt.wait()  # A periodic save of this step may be in flight: then it is the one.
-    if not _saving(r):  # (Else saved with step 0.)
+    if not resume.saving(r):  # (Else saved with step 0.)
         adapters.save_base(r.workdir, r.config, state.params)
-    r.ckpt.save(step, _saved_part(state), _checkpoint_extra(r, loader, summary, last_eval),
-                force=True)
+    r.ckpt.save(step, resume.saved_part(state),
+                resume.checkpoint_extra(r, loader, summary, last_eval), force=True)
     r.ckpt.close()
     r.writer.close()
     r.samples.close()
@@ -392,97 +391,6 @@ def finish(r: Run, summary, state) -> Dict[str, Any]:
         workdir_lib.write_json_atomic(os.path.join(r.workdir, workdir_lib.SUMMARY), summary)
     summary["state"] = state
     return summary
-
-
-# ----------------------------------------------------------------------------- checkpoints
-
-def open_checkpoints(config, plan: workdir_lib.Plan):
-    """(Checkpointer or None, the extra of the checkpoint to resume from or None)."""
-    c = config.checkpoint
-    directory = os.path.join(plan.workdir, workdir_lib.CHECKPOINTS)
-    if c.every <= 0 and plan.resume_step is None:
-        return None, None
-    ckpt = Checkpointer(directory, max_to_keep=c.keep, save_interval_steps=max(c.every, 1),
-                        async_save=c.async_save)
-    if plan.resume_step is None:
-        return ckpt, None
-    return ckpt, ckpt.read_extra(plan.resume_step)
-
-
-def restore(r: Run, step: int, state):
-    """(state, extra) of the checkpoint at `step`, shaped like `state`; a checkpoint that
-    does not fit the config (or is damaged in a way its checksums could not show: one saved
-    without them) raises `ConfigError` (not orbax's shape text)."""
-    try:
-        restored, extra = r.ckpt.restore(step, _saved_part(state))
-        if adapters.enabled(r.config):  # The adapters, on the base saved once.
-            base = adapters.restore_base(r.workdir, r.config, state.params)
-            restored = restored.replace(params=lora.attach(base, restored.params))
-        return restored.replace(**{k: getattr(state, k) for k in FROZEN}), extra
-    except (ValueError, TypeError, KeyError, RuntimeError) as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise ConfigError(f"--workdir: the step-{step} checkpoint in {r.ckpt.directory} does not "
-                          f"fit this config ({first}); use a new --workdir (if the step is "
-                          f"damaged instead, rename it to {step}.damaged to resume from the "
-                          "one before)") from e
-
-
-def restore_adaptive(r: Run, resumed) -> None:
-    """The adaptive data's state (pass rates, curriculum level, mixture weights) as the
-    checkpoint holds it; a checkpoint without it (or with another scheme's) is an error."""
-    saved = resumed.get("adaptive")
-    if r.adaptive is None and saved is None:
-        return
-    try:
-        if r.adaptive is None or saved is None:
-            raise ValueError("adaptive data is " + ("off in this config" if r.adaptive is None
-                                                    else "off in the checkpoint"))
-        r.adaptive.restore(saved)
-    except (ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"--workdir: the checkpoint's data state does not fit this config's "
-                          f"data.filter / data.curriculum / data.mixture ({e}); use a new "
-                          "--workdir") from e
-
-
-def _saved_part(state):
-    """The state a checkpoint holds: all but the frozen models (`FROZEN`: read again from their
-    paths on resume) and a LoRA policy's frozen base (saved once: `adapters.save_base`)."""
-    return state.replace(params=adapters.saved_params(state.params), **dict.fromkeys(FROZEN))
-
-
-def _saving(r: Run) -> bool:
-    return r.ckpt is not None and r.config.checkpoint.every > 0
-
-
-def _checkpoint_extra(r: Run, loader, summary, last_eval) -> Dict[str, Any]:
-    """The JSON saved beside the state: what the loop needs to continue exactly."""
-    return {"phase": "rl", "loader": loader.state(),
-            "adaptive": None if r.adaptive is None else r.adaptive.state(),
-            "metrics_offset": os.path.getsize(r.writer.path) if r.writer.enabled else None,
-            "samples_offset": r.samples.offset(),
-            "after_warmup": {k: float(v) for k, v in summary["after_warmup"].items()},
-            "last_eval": {k: float(v) for k, v in last_eval.items()}}
-
-
-def _check_finite(metrics: Dict[str, float], step: int,
-                  ckpt: Optional[Checkpointer] = None) -> None:
-    """Raises FloatingPointError on a non-finite loss, gradient norm or update norm.
-
-    The step's state is not saved; the save in flight (an earlier, finite step) is
-    completed first, so the latest checkpoint on disk is the last good one.
-    """
-    bad = [k for k in ("train/loss", "train/grad_norm", "train/update_norm") if k in metrics
-           and not np.isfinite(metrics[k])]
-    if bad:
-        where = "no checkpoint was saved"
-        if ckpt is not None:
-            ckpt.wait()
-            last = ckpt.latest_step()
-            ckpt.close()
-            if last is not None:
-                where = f"the last good checkpoint is step {last} in {ckpt.directory}"
-        raise FloatingPointError(f"non-finite {bad} at RL step {step}: "
-                                 f"{ {k: metrics[k] for k in bad} }; stopping ({where})")
 
 
 # ----------------------------------------------------------------------------- helpers

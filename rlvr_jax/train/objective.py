@@ -54,13 +54,18 @@ def logprobs_of(params, mb: Experience, **kwargs):
 
 def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
                      model_config: ModelConfig, algo: Algorithm, temperature: float,
-                     logprob_chunk: int, tis_cap: float = 0.0,
-                     offpolicy_gamma: float = 0.1) -> Tuple[jax.Array, Metrics]:
+                     logprob_chunk: int, tis_cap: float = 0.0, tis_level: str = "token",
+                     tis_mode: str = "truncate", offpolicy_gamma: float = 0.1,
+                     mismatch: bool = False) -> Tuple[jax.Array, Metrics]:
     """Aggregated policy loss (+ KL loss, − entropy bonus) of micro-batch `mb`, and metrics.
 
     counts: `losses.global_counts` of the minibatch plus its valid rows ("num_rows").
-    tis_cap: > 0 weighs each token by min(π_trainer / π_sampler, tis_cap).
+    tis_cap: > 0 weighs each token by min(π_old / π_sampler, tis_cap) (tis_level "token" or
+      "sequence", tis_mode "truncate" or "mask": `losses.truncated_importance_weights`);
+      π_old is the proximal policy under decoupled PPO (`mb.old_logp`).
     offpolicy_gamma: LUFFY's γ on the expert rows (`mb.offpolicy`).
+    mismatch: also log mismatch/kl, the k3 estimate of KL(π_sampler‖π_θ) on the sampled
+      tokens (asynchronous rollouts: staleness and numerics together).
     """
     mask = mb.mask
     # The entropy is always computed: it is logged, and cheap next to the LM-head matmul.
@@ -74,8 +79,8 @@ def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
                                                mb.sft_weight, gamma=offpolicy_gamma)
     metrics = {f"loss/{k}": v for k, v in metrics.items()}
     if tis_cap > 0:
-        w, tis_metrics = losses.truncated_importance_weights(old, mb.sampler_logp, mask,
-                                                             cap=tis_cap)
+        w, tis_metrics = losses.truncated_importance_weights(
+            old, mb.sampler_logp, mask, cap=tis_cap, level=tis_level, mode=tis_mode)
         per_token = per_token * w
         metrics.update({f"tis/{k}": v for k, v in tis_metrics.items()})
     if algo.kl_loss is not None:  # KL(π_θ‖π_ref) as a loss term.
@@ -92,6 +97,8 @@ def policy_objective(params, mb: Experience, counts: Dict[str, jax.Array], *,
     metrics["train/sampler_trainer_kl"] = masked_mean(sampler_diff, mask)
     metrics["train/sampler_trainer_max_abs_diff"] = jnp.max(jnp.abs(sampler_diff))
     metrics["train/entropy"] = masked_mean(ent, mask)
+    if mismatch:
+        metrics["mismatch/kl"] = losses.mismatch_kl(logp, mb.sampler_logp, mask)
     return loss, metrics
 
 

@@ -126,6 +126,16 @@ class RLConfig:
         linearly to 0 over that many optimizer steps (0: constant).
       hint_groups: K > 0: the hint pass samples K groups, the first K that need a hint, so
         a step decodes at most (P' + K)·G rows; 0: all P' prompts.
+      max_staleness: asynchronous rollouts (`train/async_step.py`, docs/async.md): the batch
+        trained at RL step i was sampled with the weights of step i - k, k <= max_staleness,
+        while the sampler (on `mesh.sampler_devices`) samples the next; 0: synchronous (the
+        one program).
+      tis_level, tis_mode: the importance weight of tis_cap: "token" (ρ_t) or "sequence"
+        (Π_t ρ_t); "truncate" (min(w, tis_cap)) or "mask" (0 where w > tis_cap).
+      proximal: decoupled PPO (AReaL): the clip is around the proximal policy's log-probs,
+        the behaviour weight π_prox / π_sampler is the tis_cap weight. "none": off (the old
+        log-probs as above); "sampler": the weights the sampler used (kept by the trainer,
+        recomputed in its forward); "trainer": the trainer's weights before the update.
     """
     num_prompts: int
     advantage: str = "grpo"
@@ -189,6 +199,10 @@ class RLConfig:
     hint_fraction: float = 0.5
     hint_decay_steps: int = 0
     hint_groups: int = 0
+    max_staleness: int = 0
+    tis_level: str = "token"
+    tis_mode: str = "truncate"
+    proximal: str = "none"
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
@@ -202,11 +216,13 @@ class RLConfig:
         _check_teacher(self)
         _check_offpolicy(self)
         _check_hints(self)
+        _check_async(self)
 
     @property
     def needs_old_logprobs(self) -> bool:
-        """One epoch of one minibatch is on-policy: the old log-prob is sg(logp)."""
-        return self.epochs > 1 or self.minibatches > 1
+        """One epoch of one minibatch is on-policy: the old log-prob is sg(logp) (unless a
+        proximal policy is asked for: decoupled PPO)."""
+        return self.epochs > 1 or self.minibatches > 1 or self.proximal != "none"
 
     @property
     def needs_reference(self) -> bool:
@@ -352,6 +368,23 @@ def _check_hints(rl: RLConfig) -> None:
             rl.hint_groups < 0:
         raise ValueError(f"hint_groups must be an int >= 0 (0: every prompt), got "
                          f"{rl.hint_groups!r}")
+
+
+def _check_async(rl: RLConfig) -> None:
+    if isinstance(rl.max_staleness, bool) or not isinstance(rl.max_staleness, int) or \
+            rl.max_staleness < 0:
+        raise ValueError(f"max_staleness must be an integer >= 0 (0: synchronous), got "
+                         f"{rl.max_staleness!r}")
+    for name, known in (("tis_level", ("token", "sequence")), ("tis_mode", ("truncate", "mask")),
+                        ("proximal", ("none", "sampler", "trainer"))):
+        if getattr(rl, name) not in known:
+            raise ValueError(f"{name} must be one of {known}, got {getattr(rl, name)!r}")
+    if rl.proximal != "none" and not rl.tis_cap:
+        raise ValueError(f"proximal={rl.proximal!r} (decoupled PPO) weighs each token by "
+                         "π_prox / π_sampler truncated at tis_cap: set tis_cap > 0 (e.g. 2)")
+    if rl.max_staleness and (rl.hint_mode != "off" or rl.offpolicy_per_group):
+        raise ValueError("max_staleness > 0 (asynchronous rollouts) takes neither hint_mode "
+                         "nor offpolicy_per_group (rows the sampler did not write)")
 
 
 def defaults() -> dict:

@@ -85,9 +85,12 @@ def select_update_groups(rollout: sampling.Rollout, rewards: jax.Array, num_samp
 
 
 def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
-                     model_config: ModelConfig, temperature: float
+                     model_config: ModelConfig, temperature: float, proximal=None
                      ) -> Tuple[Experience, Optional[jax.Array]]:
     """Adds the log-probs the algorithm needs, without gradient, one micro-batch at a time.
+
+    proximal: the weights whose log-probs are old_logp (asynchronous rollouts: those the
+    sampler used, `train/async_step.py`); None: `state.params`.
 
     Returns:
       (exp with old_logp / entropy / ref_logp / old_values where needed, the sampling
@@ -101,7 +104,8 @@ def score_experience(state: TrainState, exp: Experience, *, rl: RLConfig,
     want_entropy = rl.entropy_keep_fraction < 1.0
     current = None
     if rl.needs_old_logprobs or want_entropy:  # One pass for both.
-        current, ent = logprobs_of(state.params, with_entropy=want_entropy)
+        current, ent = logprobs_of(state.params if proximal is None else proximal,
+                                   with_entropy=want_entropy)
         exp = exp.replace(old_logp=current if rl.needs_old_logprobs else None, entropy=ent)
     if rl.needs_reference:
         ref = reference.to_device_memory(reference_of(state))
@@ -204,7 +208,8 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
     policy_objective = functools.partial(
         objective.policy_objective, model_config=model_config, algo=algo,
         temperature=temperature, logprob_chunk=rl.logprob_chunk, tis_cap=rl.tis_cap,
-        offpolicy_gamma=rl.offpolicy_gamma)
+        tis_level=rl.tis_level, tis_mode=rl.tis_mode, offpolicy_gamma=rl.offpolicy_gamma,
+        mismatch=rl.max_staleness > 0)
     trainable, frozen = split_trainable(state.params)  # LoRA: gradients of the adapters only.
     grad_fn = jax.value_and_grad(
         lambda p, *args, **kw: policy_objective(join_trainable(p, frozen), *args, **kw),
@@ -263,7 +268,8 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
            num_samples: int, model_config: ModelConfig, rl: RLConfig,
            tx: optax.GradientTransformation, temperature: float,
            value_tx: Optional[optax.GradientTransformation] = None,
-           steps: Optional[scoring.StepRewards] = None) -> Tuple[TrainState, Metrics]:
+           steps: Optional[scoring.StepRewards] = None, proximal=None
+           ) -> Tuple[TrainState, Metrics]:
     """Everything after scoring: groups → log-probs (→ values) → advantages → optimise.
 
     Args:
@@ -276,6 +282,7 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
       temperature: the sampling temperature (log-probs are of logits / T).
       value_tx: the value model's optimizer (gae only).
       steps: process rewards [B', N] (`scoring.StepRewards`; rl.process_weight > 0).
+      proximal: the weights of the old log-probs (`score_experience`); None: state.params.
 
     Returns:
       (new state, flat metrics dict of scalars).
@@ -288,7 +295,8 @@ def update(state: TrainState, rollout: sampling.Rollout, rewards: jax.Array, rng
                                            steps if per_step else None)
     _check_update_inputs(state, rl, groups.rollout.tokens.shape[0], value_tx)
     exp, current = score_experience(state, experience_from(groups), rl=rl,
-                                    model_config=model_config, temperature=temperature)
+                                    model_config=model_config, temperature=temperature,
+                                    proximal=proximal)
     kl_coef = state.kl_coef if rl.adaptive_kl else rl.kl_coef
     kl_tok = None
     if rl.needs_reference and rl.kl_in_reward:
@@ -316,10 +324,11 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
                      host: Optional[scoring.HostScores], rng: jax.Array, *,
                      scorer: scoring.Scorer, num_samples: int, model_config: ModelConfig,
                      rl: RLConfig, tx: optax.GradientTransformation, temperature: float,
-                     value_tx: Optional[optax.GradientTransformation] = None):
+                     value_tx: Optional[optax.GradientTransformation] = None, proximal=None):
     """The device terms (`scorer.score_device`, after the host stage's `host` if any) then
     `update`: (state, metrics, samples {"tokens" [B', N], "mask" [B', N], "rewards" [B'],
-    "correct" [B'] bool}); traceable. answers: [P'] int32 (None: no term reads them)."""
+    "correct" [B'] bool}); traceable. answers: [P'] int32 (None: no term reads them);
+    proximal: the weights of the old log-probs (None: the state's)."""
     answers = None if answers is None else jnp.repeat(answers, num_samples, axis=0)
     x = scoring.Inputs(rollout, answers=answers,
                        group_size=num_samples, episodes=episodes,
@@ -333,7 +342,7 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
     steps = host.steps if host is not None and host.steps is not None else turns
     state, metrics = update(state, rollout, rewards, rng, num_samples=num_samples,
                             model_config=model_config, rl=rl, tx=tx, temperature=temperature,
-                            value_tx=value_tx, steps=steps)
+                            value_tx=value_tx, steps=steps, proximal=proximal)
     metrics.update(reward_metrics)
     metrics.update(length_by_correctness(rollout, correct))
     return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask, "rewards": rewards,
