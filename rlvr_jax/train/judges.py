@@ -16,6 +16,7 @@ from rlvr_jax import scoring
 from rlvr_jax.models import hf, hf_slices, transformer
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.train import build
+from rlvr_jax.train import prm as prm_runs
 from rlvr_jax.train.checkpoint import Checkpointer, checked_step
 from rlvr_jax.train.errors import user_input
 
@@ -54,13 +55,18 @@ def scoring_model(config, tokenizer):
     weights = dict(scoring.parse_components(config.reward))
     if "judge" in weights:
         return open_judge(config, tokenizer, weight=weights["judge"])
+    if "prm" in weights or "implicit_prm" in weights:
+        return prm_runs.open_step_scorer(config, tokenizer, weights)
     return build.build_reward_model(config, tokenizer)
 
 
-def scoring_model_params(config, model, placer):
-    """The frozen parameters of `scoring_model(...)` (None: None), born sharded by `placer`."""
+def scoring_model_params(config, model, placer, policy_params=None):
+    """The parameters of `scoring_model(...)` (None: None), born sharded by `placer` (an
+    implicit PRM's start from `policy_params`)."""
     if isinstance(model, scoring.Judge):
         return judge_params(config.reward.judge_path, model, placer)
+    if isinstance(model, (scoring.ProcessRewardModel, scoring.ImplicitPRM)):
+        return prm_runs.step_scorer_params(config, model, placer, policy_params)
     return build.reward_model_params(config, model, placer)
 
 
