@@ -171,12 +171,18 @@ def open_prm(path: str, tokenizer, *, weight: float = 1.0, form: str = "sum",
              dtype: str = "float32", param_dtype: str = "float32", max_length: int = 0
              ) -> ProcessRewardModel:
     """The `ProcessRewardModel` of the PRM directory at `path` (checked like a reward model:
-    `scoring.open_reward_model`; no weight is read), its step boundary and answer marker
-    each one token of `tokenizer`."""
+    `scoring.open_reward_model`; no weight is read), its step boundaries ("|"-separated,
+    `boundary_ids`) and answer marker each one token of `tokenizer`."""
     rm = open_reward_model(path, weight=weight, microbatches=microbatches, dtype=dtype,
                            param_dtype=param_dtype, vocab_size=tokenizer.vocab_size,
                            max_length=max_length)
     return ProcessRewardModel(
         config=rm.config, weight=weight, form=form, microbatches=microbatches,
-        boundary_ids=(single_token(tokenizer, boundary, "reward.prm_boundary"),),
+        boundary_ids=boundary_ids(tokenizer, boundary),
         marker_ids=(single_token(tokenizer, marker, "reward.prm_marker"),))
+
+
+def boundary_ids(tokenizer, boundary: str) -> Tuple[int, ...]:
+    """The ids of the "|"-separated boundary texts `boundary` (each one token), e.g. " " for
+    arithmetic and countdown, " |<|<=" for sorting's comparison chains."""
+    return tuple(single_token(tokenizer, b, "reward.prm_boundary") for b in boundary.split("|"))

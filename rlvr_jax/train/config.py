@@ -105,7 +105,7 @@ def _reward(c: ml_collections.ConfigDict) -> None:
     # PRIME's β·log(π_φ/π_ref) per token with φ learned online on the verdicts.
     c.reward.prm_path = ""           # The `prm` component's local HF directory.
     c.reward.prm_form = "sum"        # sum | min | progress (PAV: p_k − p_{k−1}).
-    c.reward.prm_boundary = " "      # The token after a step's last token (one token)...
+    c.reward.prm_boundary = " "      # Tokens after a step's last token, "|"-separated...
     c.reward.prm_marker = "####"     # ...and the answer marker: no step at or after it.
     c.reward.prm_microbatches = 1    # Score the sampled sequences in this many slices.
     c.reward.implicit_prm_beta = 0.05  # β of the implicit PRM's per-token reward.
