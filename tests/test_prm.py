@@ -135,8 +135,14 @@ def test_prm_term_reads_the_prm_at_each_step_end(tok, small_prm):
                                 token=lambda t, m, a: jnp.ones((t.shape[0],), jnp.float32))
     setup = scoring.Setup(verifier, reward_model=pm, components=("prm",))
     scorer = scoring.assemble(setup, {"prm": 0.5})
-    x = scoring.Inputs(ro, answers=jnp.zeros((4,), jnp.int32), reward_params=params)
-    rewards, metrics, _, steps = scorer.score_device(x, None, with_steps=True)
+    task = tasks.get("arithmetic", ops=("add",), min_digits=3, max_digits=3)
+    oracle, _ = scoring.step_rewards_on_host(   # The host stage's steps: the audit's oracle.
+        TEXTS, [task.make("add", 456, 257)] * 4, np.asarray(ro.tokens), np.asarray(ro.mask),
+        step_scores=task.step_scores, tokenizer=tok)
+    x = scoring.Inputs(ro, answers=jnp.zeros((4,), jnp.int32), reward_params=params,
+                       host_steps=oracle)
+    rewards, metrics, _, steps = jax.jit(
+        lambda x: scorer.score_device(x, None, with_steps=True))(x)
     seq, att = ro.sequences()
     s = np.asarray(jax.nn.sigmoid(models.reward_model.token_scores(params, seq, att,
                                                                    config=config)[..., 0]))
@@ -147,9 +153,12 @@ def test_prm_term_reads_the_prm_at_each_step_end(tok, small_prm):
     np.testing.assert_allclose(np.asarray(steps.values), want, rtol=0, atol=1e-5)
     np.testing.assert_array_equal(np.asarray(steps.ends), ends)
     np.testing.assert_array_equal(np.asarray(rewards), 0.0)  # The verifier measures (w 0).
-    summed, _, _ = scorer.score_device(x, None)
+    summed, _, _ = jax.jit(lambda x: scorer.score_device(x, None))(x)
     np.testing.assert_allclose(np.asarray(summed), want.sum(1), rtol=0, atol=1e-5)
     assert float(metrics["prm/steps_per_completion"]) == pytest.approx(ends.sum() / 4)
+    both = ends & np.asarray(oracle.ends)
+    agree = ((s[:, TP:] >= 0.5) == (np.asarray(oracle.values) >= 0.5))[both].mean()
+    assert float(metrics["prm/oracle_step_agreement"]) == pytest.approx(agree, abs=1e-6)
 
 
 def test_implicit_prm_is_zero_at_the_start_and_its_update_fits_the_outcome(tok, model_config,

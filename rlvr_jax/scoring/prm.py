@@ -138,6 +138,17 @@ def prm_metrics(values_p: jax.Array, ends: jax.Array, correct: jax.Array) -> Met
             "prm/step_score_incorrect": jnp.sum(total * (1.0 - c)) / jnp.maximum(n_i, 1.0)}
 
 
+def oracle_agreement(p: jax.Array, ends: jax.Array, oracle: StepRewards) -> Metrics:
+    """prm/oracle_step_agreement: of the steps both the PRM's rule and the oracle end at the
+    same token, the fraction where p >= 1/2 agrees with the oracle's verdict (>= 1/2);
+    prm/oracle_steps_matched: those steps per completion."""
+    both = ends.astype(bool) & oracle.ends.astype(bool)
+    same = (p >= 0.5) == (oracle.values >= 0.5)
+    n = jnp.sum(both)
+    return {"prm/oracle_step_agreement": jnp.sum(both & same) / jnp.maximum(n, 1),
+            "prm/oracle_steps_matched": n / both.shape[0]}
+
+
 def prm_term(setup, weight):
     """The per-step device term `prm` (`setup.reward_model` a `ProcessRewardModel`, whose
     weight is the component's), else None. Its parameters are `x.reward_params`."""
@@ -153,8 +164,10 @@ def prm_term(setup, weight):
         ends = device_step_ends(ro.tokens, ro.model_mask, boundary_ids=prm.boundary_ids,
                                 marker_ids=prm.marker_ids)
         values = prm.weight * step_values(p, p0, ends, ro.model_mask, form=prm.form)
-        return (StepRewards(values=values, ends=ends),
-                prm_metrics(p, ends, is_correct(x.verdicts)))
+        metrics = prm_metrics(p, ends, is_correct(x.verdicts))
+        if x.host_steps is not None:  # The oracle's verdicts (rl.process_oracle_metrics).
+            metrics.update(oracle_agreement(p, ends, x.host_steps))
+        return StepRewards(values=values, ends=ends), metrics
     return fn
 
 

@@ -98,7 +98,8 @@ def process_term(setup, weight):
     metrics) from the verifier's step checkers (gated by the host stage's verdicts,
     `x.verdicts`, with `rl.process_gate`); None without process rewards. With
     `rl.process_source = "learned"` the learned step scorers' rewards train instead, and
-    with `rl.process_oracle_metrics` the checkers only measure: (None, metrics)."""
+    with `rl.process_oracle_metrics` the checkers only measure (their steps reach the
+    device terms as `Inputs.host_steps`, which the update ignores)."""
     del weight
     rl, verifier = setup.rl, setup.verifier
     if rl is None or not rl.process:
@@ -112,9 +113,8 @@ def process_term(setup, weight):
 
     def fn(rewards, x):
         del rewards
-        steps, metrics = step_rewards_on_host(
+        return step_rewards_on_host(
             x.texts, x.examples, x.rollout.tokens, x.rollout.mask,
             step_scores=verifier.step_scores, tokenizer=setup.tokenizer,
             verdicts=x.verdicts if rl.process_gate else None)
-        return (None if learned else steps), metrics
     return fn

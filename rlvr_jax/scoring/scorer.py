@@ -156,7 +156,7 @@ class Scorer:
             metrics, rewards = reward_metrics(verdicts), jnp.zeros_like(verdicts)
         else:
             verdicts, metrics, rewards = host.verdicts, dict(host.metrics), host.rewards
-        x = x.replace(verdicts=verdicts)
+        x = x.replace(verdicts=verdicts, host_steps=x.host_steps if host is None else host.steps)
         steps = None
         for term in self.device_terms:
             if term.per_step:

@@ -330,7 +330,7 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
         rewards, reward_metrics, correct, turns = scorer.score_device(x, host, with_steps=True)
     else:
         rewards, reward_metrics, correct = scorer.score_device(x, host)
-    steps = host.steps if host is not None and host.steps is not None else turns
+    steps = turns if rl.device_steps else None if host is None else host.steps
     state, metrics = update(state, rollout, rewards, rng, num_samples=num_samples,
                             model_config=model_config, rl=rl, tx=tx, temperature=temperature,
                             value_tx=value_tx, steps=steps)
