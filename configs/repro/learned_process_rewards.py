@@ -21,7 +21,16 @@ Arms (paired by seed; GRPO as configs/sorting_grpo.py, no KL, 100 RL steps of 16
              a step good when >= 1/2 of them reach the answer), read at PRM_PATH; one
              PRM for every seed, as a PRM is trained once and then used
   implicit   the same process path with PRIME's per-token implicit rewards
-             β·log(π_φ/π_ref), β = 0.05, φ learned online on the verdicts (Adam 1e-5)
+             β·log(π_φ/π_ref), β = 0.05, φ learned online on the verdicts (Adam 1e-5),
+             centred over the group's tokens but not divided by their std
+             (rl.process_scale False: PRIME's baseline)
+
+Amendment (22:15 UTC, disclosed in `prereg`): the implicit arm was first registered with the
+std division of the other arms; at seed 0 it collapsed (reward/correct 0 by RL step 35:
+dividing the group's near-zero implicit rewards, ~1e-3 per token, by their std blows noise
+up to advantages of ±9). It was stopped unevaluated and re-registered with
+rl.process_scale False before any implicit or prm result was evaluated; the outcome and
+oracle arms of seed 0 had been evaluated by then (outcome CoT-pass@1 0.246, oracle 0.267).
 
 Checks (chosen before any RL arm ran): CoT-pass@1 (answer and every comparison right) of
 oracle, prm and implicit each above outcome (m 0.01). Gate: the warm-up's trace error
@@ -38,7 +47,8 @@ from rlvr_jax.train.config import default_config
 
 PRM_PATH = "runs/prm/sorting_mc"
 _PROCESS = ("rl.process_weight", "rl.process_form", "rl.process_source", "reward.components",
-            "reward.prm_path", "reward.prm_boundary", "rl.process_oracle_metrics")
+            "reward.prm_path", "reward.prm_boundary", "rl.process_oracle_metrics",
+            "rl.process_scale")
 _LEARNED = {"rl.process_weight": 0.5, "rl.process_form": "sum", "rl.process_source": "learned",
             "rl.process_oracle_metrics": True}
 
@@ -79,7 +89,8 @@ def finding():
               "oracle": {"rl.process_weight": 0.5, "rl.process_form": "sum"},
               "prm": dict(_LEARNED, **{"reward.components": "task,prm",
                                        "reward.prm_path": PRM_PATH}),
-              "implicit": dict(_LEARNED, **{"reward.components": "task,implicit_prm"})},
+              "implicit": dict(_LEARNED, **{"reward.components": "task,implicit_prm",
+                                            "rl.process_scale": False})},
         checks=[Check("cot_pass@1", "oracle", "outcome", ">", margin=M_PASS,
                       note="oracle step verdicts: fewer right answers with wrong steps",
                       varies=_PROCESS),
@@ -93,7 +104,10 @@ def finding():
         quick=QUICK,
         seeds=3,
         prereg=Prereg(rule="v2", note="registered under lab v2 before any RL arm ran (only "
-                                      "seed 0's warm-up was probed, to choose the task)"),
+                                      "seed 0's warm-up was probed, to choose the task); the "
+                                      "implicit arm amended once (rl.process_scale False) "
+                                      "after its first registration collapsed unevaluated at "
+                                      "seed 0 (module docstring)"),
         curves=("rollout/reward_mean", "reward/correct", "process/step_accuracy",
                 "train/entropy"),
         notes="Tiny model, synthetic sorting; the oracle's step labels are exact. The PRM is "

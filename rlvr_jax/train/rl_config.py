@@ -102,6 +102,9 @@ class RLConfig:
         per-step device terms of reward.components — `prm`, `implicit_prm` — on device;
         docs/process_rewards.md); process_oracle_metrics: with "learned", the checkers
         still run on the host, only to log process/step_accuracy (the drift audit).
+      process_scale: group estimators' process advantage divides the centred step rewards
+        by their std (DeepSeekMath); False: centred only (PRIME's baseline, for dense
+        implicit rewards whose spread starts near 0).
       process_gate: outcome-gated process rewards: step rewards count only in completions
         whose final answer the verifier accepts.
       turn_advantage: multi-turn credit (`advantages.turn`; docs/multiturn.md): "none" (one
@@ -192,6 +195,7 @@ class RLConfig:
     hint_decay_steps: int = 0
     process_source: str = "oracle"
     process_oracle_metrics: bool = False
+    process_scale: bool = True
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
