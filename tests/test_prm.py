@@ -141,8 +141,9 @@ def test_prm_term_reads_the_prm_at_each_step_end(tok, small_prm):
         step_scores=task.step_scores, tokenizer=tok)
     x = scoring.Inputs(ro, answers=jnp.zeros((4,), jnp.int32), reward_params=params,
                        host_steps=oracle)
-    rewards, metrics, _, steps = jax.jit(
-        lambda x: scorer.score_device(x, None, with_steps=True))(x)
+    both_ways = jax.jit(lambda x: (scorer.score_device(x, None, with_steps=True),
+                                   scorer.score_device(x, None)[0]))  # One compilation.
+    (rewards, metrics, _, steps), summed = both_ways(x)
     seq, att = ro.sequences()
     s = np.asarray(jax.nn.sigmoid(models.reward_model.token_scores(params, seq, att,
                                                                    config=config)[..., 0]))
@@ -153,7 +154,6 @@ def test_prm_term_reads_the_prm_at_each_step_end(tok, small_prm):
     np.testing.assert_allclose(np.asarray(steps.values), want, rtol=0, atol=1e-5)
     np.testing.assert_array_equal(np.asarray(steps.ends), ends)
     np.testing.assert_array_equal(np.asarray(rewards), 0.0)  # The verifier measures (w 0).
-    summed, _, _ = jax.jit(lambda x: scorer.score_device(x, None))(x)
     np.testing.assert_allclose(np.asarray(summed), want.sum(1), rtol=0, atol=1e-5)
     assert float(metrics["prm/steps_per_completion"]) == pytest.approx(ends.sum() / 4)
     both = ends & np.asarray(oracle.ends)
@@ -171,13 +171,18 @@ def test_implicit_prm_is_zero_at_the_start_and_its_update_fits_the_outcome(tok, 
     rp = implicit_prm.init_params(ip, params)
     fn = implicit_prm.implicit_prm_term(scoring.Setup(None, reward_model=ip), 1.0)
     x = scoring.Inputs(ro, reward_params=rp)
-    steps, metrics = fn(None, x)
+    labels = jnp.asarray([1, 1, 0, 0], bool)
+
+    @jax.jit  # One compilation: the term, φ's step, the rewards after it.
+    def run(rp, x, labels):
+        steps, _ = fn(None, x)
+        new, m = fn.update(rp, x, labels)
+        return steps, m, implicit_prm.token_rewards(new["phi"], new["ref"], x.rollout, iprm=ip)
+
+    steps, m, r = run(rp, x, labels)
     np.testing.assert_array_equal(np.asarray(steps.values), 0.0)  # Same params, same log-probs.
     np.testing.assert_array_equal(np.asarray(steps.ends), np.asarray(ro.mask))
-    labels = jnp.asarray([1, 1, 0, 0], bool)
-    new, m = jax.jit(fn.update)(rp, x, labels)
     assert float(m["prime/loss"]) == pytest.approx(np.log(2.0), abs=1e-6)
-    r = implicit_prm.token_rewards(new["phi"], new["ref"], ro, iprm=ip)
     loss, _ = implicit_prm.outcome_loss(r, labels)
     assert float(loss) < np.log(2.0)
     z, y = np.asarray(r).sum(1), np.asarray(labels, np.float64)  # BCE in NumPy (float64).
@@ -223,3 +228,19 @@ def test_rl_step_with_implicit_prm_in_the_process_path(tok, model_config, params
     same = jax.tree.leaves(jax.tree.map(lambda a, b: np.array_equal(np.asarray(a), b),
                                         state.reward_params["ref"], before["ref"]))
     assert all(same)
+
+
+def test_step_auroc_and_agreement_match_brute_force():
+    """AUROC = P(good step's score > bad step's) + 1/2 P(tie), over all pairs."""
+    from rlvr_jax.train import prm_training as pt
+    rng = np.random.default_rng(1)
+    scores = rng.integers(0, 5, size=40) / 4.0  # Many ties.
+    labels = rng.uniform(size=40) < 0.4
+    pos, neg = scores[labels], scores[~labels]
+    want = np.mean([(p > q) + 0.5 * (p == q) for p in pos for q in neg])
+    assert pt.step_auroc(scores, labels) == pytest.approx(want, abs=1e-12)
+    assert np.isnan(pt.step_auroc(scores, np.ones(40)))
+    ends = np.zeros((4, 10), bool)
+    ends[:, :10] = True
+    a = pt.agreement(scores.reshape(4, 10), labels.reshape(4, 10).astype(float), ends)
+    assert a["steps"] == 40 and a["accuracy"] == pytest.approx(np.mean((scores >= 0.5) == labels))
