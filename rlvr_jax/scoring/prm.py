@@ -36,7 +36,7 @@ from rlvr_jax.advantages.process import min_form_rewards
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.reward_model import token_scores
 from rlvr_jax.scoring.process import StepRewards
-from rlvr_jax.scoring.reward_model import open_reward_model, reward_params
+from rlvr_jax.scoring.reward_model import open_reward_model, reward_params, scores_in_slices
 from rlvr_jax.scoring.score import is_correct
 
 FORMS = ("sum", "min", "progress")
@@ -111,15 +111,9 @@ def prm_probs(params, rollout: sampling.Rollout, *, prm: ProcessRewardModel
     (`Rollout`), so its last token sits at column Tp − 1."""
     tokens, attention = rollout.sequences()
     tp = rollout.prompt_tokens.shape[1]
-    seq = tokens.shape[1]
-
-    k = prm.microbatches
-    if tokens.shape[0] % k:
-        raise ValueError(f"{tokens.shape[0]} sequences do not split into {k} micro-batches")
-    split = (tokens.reshape((k, -1, seq)), attention.reshape((k, -1, seq)))
-    s = jax.lax.map(lambda x: token_scores(params, *x, config=prm.config)[..., prm.label],
-                    split).reshape(tokens.shape[0], seq)
-    p = jax.nn.sigmoid(jax.lax.stop_gradient(s))
+    s = scores_in_slices(lambda t, a: token_scores(params, t, a, config=prm.config)[
+        ..., prm.label], tokens, attention, prm.microbatches)
+    p = jax.nn.sigmoid(s)
     return p[:, tp:], p[:, tp - 1]
 
 
