@@ -12,7 +12,8 @@ accuracy at 0.5, mean score of good / bad steps), printed as JSON.
 
 `drift`: from each RL run's metrics.jsonl (a `prm` run logs the PRM's mean step score
 `prm/step_score`; with `rl.process_oracle_metrics` the oracle's step accuracy
-`process/step_accuracy` beside it), the two series over the RL steps, their change from the
+`process/step_accuracy` and `prm/oracle_step_agreement` beside it), the series over the RL
+steps, their change from the
 first to the last tenth of the run, and `drift` = Δ PRM score − Δ oracle accuracy (> 0: the
 PRM's score rises faster than the steps it scores get right — PRM score up, oracle step
 accuracy down is the extreme); JSON, and with --out (the `viz` extra) one panel per run.
@@ -27,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("RLVR_JAX_NO_PROGRESS", "1")
 
 PRM_KEY, ORACLE_KEY = "prm/step_score", "process/step_accuracy"
+AGREE_KEY = "prm/oracle_step_agreement"
 
 
 def agree(args) -> dict:
@@ -68,7 +70,7 @@ def drift(run_dirs) -> dict:
         rows = [r for r in read_metrics(os.path.join(d, "metrics.jsonl"))
                 if r.get("phase") == "rl"]
         res = {}
-        for key in (PRM_KEY, ORACLE_KEY):
+        for key in (PRM_KEY, ORACLE_KEY, AGREE_KEY):
             steps = [r["step"] for r in rows if key in r]
             values = [r[key] for r in rows if key in r]
             first, last = _tenth_means(steps, values)
@@ -80,15 +82,25 @@ def drift(run_dirs) -> dict:
     return out
 
 
+def _ema(values, weight=0.8):
+    out, last = [], None
+    for v in values:
+        last = v if last is None else weight * last + (1 - weight) * v
+        out.append(last)
+    return out
+
+
 def plot(result: dict, path: str) -> None:
+    """One panel per run: the three series, EMA-smoothed (0.8), raw values faint."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(result), figsize=(4 * len(result), 3), squeeze=False)
     for ax, (d, res) in zip(axes[0], result.items()):
-        for key in (PRM_KEY, ORACLE_KEY):
-            ax.plot(res[key]["steps"], res[key]["values"], label=key)
-        ax.set_title(os.path.basename(os.path.normpath(d)), fontsize=8)
+        for key in (PRM_KEY, ORACLE_KEY, AGREE_KEY):
+            line, = ax.plot(res[key]["steps"], _ema(res[key]["values"]), label=key)
+            ax.plot(res[key]["steps"], res[key]["values"], color=line.get_color(), alpha=0.2)
+        ax.set_title("/".join(os.path.normpath(d).split(os.sep)[-2:]), fontsize=7)
         ax.set_xlabel("RL step")
         ax.legend(fontsize=7)
     fig.tight_layout()
