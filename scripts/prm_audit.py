@@ -90,6 +90,16 @@ def _ema(values, weight=0.8):
     return out
 
 
+def _title(run_dir: str) -> str:
+    """The run's components and seed from its config.json, else its path's tail."""
+    try:
+        with open(os.path.join(run_dir, "config.json")) as f:
+            c = json.load(f)
+        return f"{c['reward']['components'] or c['reward']['verifier']}, seed {c['seed']}"
+    except (OSError, KeyError, ValueError):
+        return "/".join(os.path.normpath(run_dir).split(os.sep)[-2:])
+
+
 def plot(result: dict, path: str) -> None:
     """One panel per run: the three series, EMA-smoothed (0.8), raw values faint."""
     import matplotlib
@@ -100,7 +110,7 @@ def plot(result: dict, path: str) -> None:
         for key in (PRM_KEY, ORACLE_KEY, AGREE_KEY):
             line, = ax.plot(res[key]["steps"], _ema(res[key]["values"]), label=key)
             ax.plot(res[key]["steps"], res[key]["values"], color=line.get_color(), alpha=0.2)
-        ax.set_title("/".join(os.path.normpath(d).split(os.sep)[-2:]), fontsize=7)
+        ax.set_title(_title(d), fontsize=7)
         ax.set_xlabel("RL step")
         ax.legend(fontsize=7)
     fig.tight_layout()
