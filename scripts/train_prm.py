@@ -49,6 +49,7 @@ def policy(config, seed: int, work: str, criterion):
     config.rl.process_source, config.rl.process_weight = "oracle", 0.0
     run_dir = tempfile.mkdtemp(prefix="train_prm_")
     r, _ = loop.setup(config, workdir_lib.plan(config, run_dir), progress=False)
+    loop.open_logs(r)  # A warm-up trained here logs to run_dir (as the lab's pairs do).
     params, _ = runner.warmup_params(r, work, criterion=criterion)
     return params, r
 
