@@ -349,7 +349,7 @@ def test_other_scripts_bad_input_is_one_line(capsys, monkeypatch):
             cli.script_main(main)
         assert "Traceback" in capsys.readouterr().err
     for name in ("benchmark", "memory_plan", "audit_verifier", "train_tokenizer",
-                 "train_reward_model", "sampler_microbench"):
+                 "train_reward_model", "sampler_microbench", "train_prm", "prm_audit"):
         with open(os.path.join(REPO, "scripts", f"{name}.py")) as f:
             assert "script_main(main)" in f.read(), name
 

@@ -57,6 +57,11 @@ REWARD_MODEL = ("reward_model_arithmetic",)
 # Needs a trained judge (scripts/train_judge.py): validated and built with the quickstart's
 # small run as the judge (a run directory) instead of run (test_judge_config_validates_...).
 JUDGE = ("judge_arithmetic",)
+# Learned process rewards (docs/process_rewards.md): a PRM config needs a trained PRM
+# (scripts/train_prm.py): both are validated and their scoring model opened and placed, a
+# tiny exported PRM standing in (test_learned_process_config_opens_its_step_scorer); the
+# RL step with a learned step scorer in the process path runs in tests/test_prm.py.
+LEARNED_PROCESS = ("implicit_prm_arithmetic", "prm_arithmetic")
 # Beyond one outcome reward (process rewards, a noisy verifier, label-free rewards): validated,
 # built and scored on their own worked solutions (no RL step; the steps with these features
 # run in tests/test_process_step.py and tests/test_noise_label_free.py).
@@ -161,6 +166,8 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
                     "on-device scoring runs in tests/test_reward_model_step.py)")
     if name in REWARD_FEATURES:
         pytest.skip("reward-feature config: test_reward_feature_config_builds_and_scores")
+    if name in LEARNED_PROCESS:
+        pytest.skip("learned process rewards: test_learned_process_config_opens_its_step_scorer")
     if name in JUDGE:
         pytest.skip("judge config: test_judge_config_validates_and_builds (the on-device "
                     "scoring runs in tests/test_judge.py)")
@@ -466,6 +473,40 @@ def test_reward_feature_config_builds_and_scores(name):
         assert metrics["process/step_accuracy"] == 1.0 and steps.ends.any()
     else:  # Majority: every pair agrees; self-certainty: log-probs 0 -> exp(0) = 1.
         np.testing.assert_allclose(rewards, np.ones(8), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", LEARNED_PROCESS)
+def test_learned_process_config_opens_its_step_scorer(name, tmp_path):
+    """A missing PRM is a one-line error before anything compiles; with a tiny exported one
+    (or PRIME's copies of the policy) the run's scoring model opens and is placed, and the
+    scorer ends in the learned per-step device term. No compilation."""
+    import jax
+    from rlvr_jax.models import presets, reward_model
+    from rlvr_jax.train import judges
+    from rlvr_jax.train.validate import validate
+    config = load_config(os.path.join(ROOT, "configs", name + ".py"))
+    tok = load_tokenizer(config.tokenizer)
+    if name == "prm_arithmetic":
+        config.reward.prm_path = str(tmp_path / "missing")
+        with pytest.raises(ConfigError, match=r"^reward\.prm_path: no such directory"):
+            validate(config)
+        rm_config = presets.get("tiny", vocab_size=tok.vocab_size)
+        params = reward_model.init_reward_params(rm_config, jax.random.PRNGKey(0))
+        reward_model.save_hf_reward_model(params, rm_config, tmp_path / "prm",
+                                          pad_token_id=tok.pad_id)
+        config.reward.prm_path = str(tmp_path / "prm")
+    validate(config)
+    model = judges.scoring_model(config, tok)
+    mesh, rules = build.build_mesh(config)
+    placer = build.Placer(mesh, rules, build.build_model_config(config, tok))
+    policy = {"w": np.zeros((2,), np.float32)}  # PRIME copies whatever the policy is.
+    placed = judges.scoring_model_params(config, model, placer, policy)
+    assert set(placed) == ({"trunk", "score"} if name == "prm_arithmetic"
+                           else {"phi", "ref", "opt"})
+    task, _, _ = build.build_task_and_sources(config)
+    scorer = _scorer(config, task, tok, model)
+    assert scorer.device_terms[-1].per_step
+    assert scorer.device_terms[-1].name == name.split("_arithmetic")[0]
 
 
 @pytest.mark.parametrize("name", MULTITURN)

@@ -56,14 +56,14 @@ def test_exact_min_form_summed_returns_are_the_future_minimum():
     np.testing.assert_allclose(soft, first, atol=1e-3)
 
 
-@pytest.mark.parametrize("form", ["sum", "min"])
-def test_group_process_advantages_match_reference(form):
+@pytest.mark.parametrize("form,scale", [("sum", True), ("min", True), ("sum", False)])
+def test_group_process_advantages_match_reference(form, scale):
     r, e, m = _steps(3, b=8)
     gm = np.array([True, False, True, True])
     for mask in (None, gm):
         got = advantages.group_process_advantages(r, e, m, num_samples=2, group_mask=mask,
-                                                  form=form)
-        want = ref.group_process_advantages(r, e, m, 2, form, 1e-6, mask)
+                                                  form=form, scale=scale)
+        want = ref.group_process_advantages(r, e, m, 2, form, 1e-6, mask, scale)
         # Standardised over the group's n ≤ 18 steps (see test_advantages' RTOL), then summed
         # over ≤ T steps (sum form): ≤ 0.4 of this tolerance.
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

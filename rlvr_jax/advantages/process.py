@@ -94,7 +94,7 @@ def process_returns(step_rewards, step_ends, mask, *, form="sum"):
 
 
 def group_process_advantages(step_rewards, step_ends, mask, *, num_samples, group_mask=None,
-                             form="sum", eps=1e-6):
+                             form="sum", eps=1e-6, scale=True):
     """DeepSeekMath process supervision: group-normalised step rewards, returned per token.
 
     Formula: for the steps of all G samples of a prompt, `r̃ = (r − mean) / (std + eps)`
@@ -108,6 +108,9 @@ def group_process_advantages(step_rewards, step_ends, mask, *, num_samples, grou
       group_mask: optional `[P]` bool of valid groups (others get 0).
       form: "sum" | "min".
       eps: added to the std.
+      scale: divide by the std (DeepSeekMath); False: `r̃ = r − mean` only, a group baseline
+        as PRIME's (Cui et al. 2025) for dense rewards whose spread starts near 0 (the
+        implicit PRM's: dividing by that spread would blow noise up to unit size).
 
     Returns:
       `[B, T]` float32 advantages, 0 at masked positions and after each sequence's last step.
@@ -124,7 +127,7 @@ def group_process_advantages(step_rewards, step_ends, mask, *, num_samples, grou
     flat = (n < 2) | (hi == lo)
     if group_mask is not None:
         flat = flat | ~jnp.asarray(group_mask).astype(bool).reshape(p, 1)
-    norm = jnp.where(flat, 0.0, (rg - mean) / (jnp.sqrt(var) + eps))
+    norm = jnp.where(flat, 0.0, (rg - mean) / (jnp.sqrt(var) + eps if scale else 1.0))
     norm = jnp.where(eg > 0, norm, 0.0).reshape(b, t)
     return process_returns(norm, e, m, form=form)
 

@@ -72,6 +72,16 @@ def reward_forward(params: Params, tokens: jax.Array, attention_mask: jax.Array,
                       params["score"]["kernel"].astype(jnp.float32))
 
 
+def token_scores(params: Params, tokens: jax.Array, attention_mask: jax.Array, *,
+                 config: ModelConfig) -> jax.Array:
+    """Per-position scores [B, T, K] float32: the `score` head on every position's hidden
+    state (a process reward model reads the positions that end a step; `reward_forward`
+    is this at the last real token). Padding as in `reward_forward`."""
+    hidden = trunk_hidden(params["trunk"], tokens, attention_mask, config=config)
+    return jnp.einsum("btd,dk->btk", hidden.astype(jnp.float32),
+                      params["score"]["kernel"].astype(jnp.float32))
+
+
 def reward_logical_axes(config: ModelConfig) -> Params:
     """Logical axis names of the reward-model parameters (for `rlvr_jax.sharding`)."""
     from jax.sharding import PartitionSpec as P

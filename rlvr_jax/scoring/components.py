@@ -51,6 +51,24 @@ def check_reward_model(reward, names) -> None:
                          f"{reward.reward_model_microbatches}")
 
 
+def check_prm(reward, names) -> None:
+    """The `prm` component and `reward.prm_path` come together; one frozen or learned
+    scoring model per run (`reward_model`, `judge`, `prm`, `implicit_prm`: one of them)."""
+    path = _paired_path(reward, names, "prm", "a PRM directory (scripts/train_prm.py)")
+    models = [n for n in ("reward_model", "judge", "prm", "implicit_prm") if n in names]
+    if len(models) > 1:
+        raise ValueError(f"reward.components: {' and '.join(models)} do not go together (one "
+                         "scoring model per run, state.reward_params)")
+    if path:
+        try:
+            check_reward_model_path(path)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"reward.prm_path: {e}") from None
+    if reward.get("prm_form", "sum") not in ("sum", "min", "progress"):
+        raise ValueError(f"reward.prm_form: must be sum, min or progress, got "
+                         f"{reward.prm_form!r}")
+
+
 def check_judge(reward, names) -> None:
     """The `judge` component and `reward.judge_path` come together, without `reward_model`
     (one frozen scoring model per run); the template parses (`judge.split_template`)."""

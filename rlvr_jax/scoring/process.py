@@ -96,10 +96,16 @@ def step_rewards_on_host(texts: Sequence[str], examples: Sequence, tokens, mask,
 def process_term(setup, weight):
     """The per-step host term of `rl.process_weight > 0`: fn(rewards, x) -> (StepRewards,
     metrics) from the verifier's step checkers (gated by the host stage's verdicts,
-    `x.verdicts`, with `rl.process_gate`); None without process rewards."""
+    `x.verdicts`, with `rl.process_gate`); None without process rewards. With
+    `rl.process_source = "learned"` the learned step scorers' rewards train instead, and
+    with `rl.process_oracle_metrics` the checkers only measure (their steps reach the
+    device terms as `Inputs.host_steps`, which the update ignores)."""
     del weight
     rl, verifier = setup.rl, setup.verifier
     if rl is None or not rl.process:
+        return None
+    learned = rl.process_source == "learned"
+    if learned and not rl.process_oracle_metrics:
         return None
     if verifier.step_scores is None:
         raise ValueError("rl.process_weight: process rewards need a task with step checkers "

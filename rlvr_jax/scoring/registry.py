@@ -6,7 +6,8 @@ in the module it belongs to and add one `register` line here (or call
 """
 import functools
 
-from rlvr_jax.scoring import components, episodes, label_free, noise, process, shaping, turns
+from rlvr_jax.scoring import (components, episodes, implicit_prm, label_free, noise, prm,
+                              process, shaping, turns)
 from rlvr_jax.scoring.judge import judge_term
 from rlvr_jax.scoring.reward_model import reward_model_term
 from rlvr_jax.scoring.terms import register
@@ -38,6 +39,10 @@ register("cosine_length", shaping.cosine_length_term, "device")
 register("length_penalty", shaping.length_penalty_term, "device")
 # A learned reward model's score of prompt + completion (reward.reward_model_path).
 register("reward_model", reward_model_term, "device")
+# A learned process reward model's per-step scores [B, N] (reward.prm_path; scoring/prm.py);
+# PRIME's implicit PRM, β·log(π_φ/π_ref) per token, φ learned online (scoring/implicit_prm.py).
+register("prm", prm.prm_term, "device", per_step=True)
+register("implicit_prm", implicit_prm.implicit_prm_term, "device", per_step=True)
 # A generative judge's P(yes) for question + answer (reward.judge_path; scoring/judge.py).
 register("judge", judge_term, "device")
 # Multi-turn turn rewards [B, N] at each turn's last model token (docs/multiturn.md): the

@@ -72,12 +72,14 @@ def reward_model_scores(params, rollout: sampling.Rollout, *, reward_model: Rewa
 
 
 def scores_in_slices(score, tokens: jax.Array, mask: jax.Array, k: int) -> jax.Array:
-    """[B] float32, no gradient: `score(tokens [B/k, T], mask [B/k, T]) -> [B/k]` over k equal
-    slices of the B rows in turn (a frozen model's activation memory / k)."""
+    """[B, ...] float32, no gradient: `score(tokens [B/k, T], mask [B/k, T]) -> [B/k, ...]`
+    (one score per row, or per position: a PRM's [B/k, T]) over k equal slices of the B rows
+    in turn (a frozen model's activation memory / k)."""
     if tokens.shape[0] % k:
         raise ValueError(f"{tokens.shape[0]} sequences do not split into {k} micro-batches")
     split = (tokens.reshape((k, -1) + tokens.shape[1:]), mask.reshape((k, -1) + mask.shape[1:]))
-    return jax.lax.stop_gradient(jax.lax.map(lambda x: score(*x), split).reshape(-1))
+    out = jax.lax.map(lambda x: score(*x), split)
+    return jax.lax.stop_gradient(out.reshape((tokens.shape[0],) + out.shape[2:]))
 
 
 def reward_model_metrics(scores: jax.Array, correct: jax.Array, num_samples: int) -> Metrics:

@@ -156,7 +156,7 @@ class Scorer:
             metrics, rewards = reward_metrics(verdicts), jnp.zeros_like(verdicts)
         else:
             verdicts, metrics, rewards = host.verdicts, dict(host.metrics), host.rewards
-        x = x.replace(verdicts=verdicts)
+        x = x.replace(verdicts=verdicts, host_steps=x.host_steps if host is None else host.steps)
         steps = None
         for term in self.device_terms:
             if term.per_step:
@@ -171,6 +171,19 @@ class Scorer:
         if with_steps:
             return rewards, metrics, is_correct(verdicts), steps
         return rewards, metrics, is_correct(verdicts)
+
+    def learn(self, x: Inputs, correct):
+        """(reward_params, metrics) after each online-learned device term's step (a term fn
+        with an `update` attribute: the implicit PRM, `scoring.implicit_prm`) on the rollout
+        `x` and its verdicts correct [B] bool; `x.reward_params` and {} without one.
+        Jittable."""
+        params, metrics = x.reward_params, {}
+        for term in self.device_terms:
+            update = getattr(term.fn, "update", None)
+            if update is not None:
+                params, m = update(params, x, correct)
+                metrics.update(m)
+        return params, metrics
 
     def close(self) -> None:
         """Stops the host pool's workers, if any."""
@@ -234,6 +247,7 @@ def check_reward_config(reward) -> None:
                          f"{reward.components!r} (use 'task' for the host)")
     comp.check_reward_model(reward, names)
     comp.check_judge(reward, names)
+    comp.check_prm(reward, names)
     if names and not set(names) - {"overlong", "length_penalty"}:
         raise ValueError(f"reward.components: {reward.components!r} alone is no reward; add "
                          "a correctness or format component")
@@ -323,5 +337,10 @@ def scorer_from_config(config, task, tokenizer, *, rl, reward_model=None,
                   num_samples=config.rl.num_samples,
                   max_new_tokens=config.sampling.max_new_tokens,
                   components=names)
-    return assemble(setup, dict(pairs), num_workers=config.reward.num_workers,
-                    timeout_s=config.reward.timeout_s)
+    scorer = assemble(setup, dict(pairs), num_workers=config.reward.num_workers,
+                      timeout_s=config.reward.timeout_s)
+    if rl is not None and rl.device_steps and rl.process and not any(
+            t.per_step for t in scorer.device_terms):
+        raise ValueError("rl.process_source: 'learned' needs a learned step scorer in "
+                         "reward.components (prm, implicit_prm)")
+    return scorer

@@ -42,6 +42,8 @@ class Inputs:
       params, model_config: the policy's parameters and `ModelConfig` (the `info_gain` term
         scores the answer under the policy), or None.
       texts, examples: host terms only: the decoded completions [B] and their examples [B].
+      host_steps: device terms: the host stage's per-step rewards (`HostScores.steps`, the
+        oracle's step verdicts), or None; the learned step scorers audit against them.
     """
     rollout: Any
     answers: Any = None
@@ -53,6 +55,7 @@ class Inputs:
     model_config: Any = flax.struct.field(pytree_node=False, default=None)
     texts: Optional[Sequence[str]] = flax.struct.field(pytree_node=False, default=None)
     examples: Optional[Sequence] = flax.struct.field(pytree_node=False, default=None)
+    host_steps: Any = None
 
 
 @dataclasses.dataclass(frozen=True)

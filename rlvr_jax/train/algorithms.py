@@ -239,7 +239,7 @@ def process_advantages(values, ends, mask, valid, *, rl: RLConfig):
     added to a group estimator's outcome advantages (outcome + process mix)."""
     return rl.process_weight * adv.group_process_advantages(
         values, ends, mask, num_samples=mask.shape[0] // valid.shape[0], group_mask=valid,
-        form=rl.process_form, eps=rl.advantage_eps)
+        form=rl.process_form, eps=rl.advantage_eps, scale=rl.process_scale)
 
 
 def reinforce_pp_advantages(rewards, mask, valid, *, kl=None, kl_coef=0.0, old_values=None,

@@ -84,7 +84,8 @@ def _reward(c: ml_collections.ConfigDict) -> None:
     c.reward.verifier = "auto"       # auto | token (on device) | task | math | math_verify (host).
     c.reward.components = ""         # "" = the verifier alone; or e.g. "task,format": names
     #                                  from token task math math_verify code format overlong
-    #                                  cosine_length length_penalty reward_model judge.
+    #                                  cosine_length length_penalty reward_model judge prm
+    #                                  implicit_prm.
     c.reward.weights = ""            # One float per component, e.g. "1.0,0.2" ("" = all 1).
     c.reward.num_workers = 2         # Host scoring processes (0: in the trainer's process).
     c.reward.timeout_s = 5.0         # Per sample in those processes; past it the sample scores 0.
@@ -101,6 +102,16 @@ def _reward(c: ml_collections.ConfigDict) -> None:
     c.reward.judge_microbatches = 1  # Score the judge's rows in this many slices.
     c.reward.judge_unique_fraction = 1.0  # u < 1: a group's identical completions are judged
     #                                  once (at most ⌈u·B⌉ rows read, else all B); 1: every row.
+    # Learned process rewards (docs/process_rewards.md): the `prm` component, a PRM directory
+    # of scripts/train_prm.py read at each step's last token; the `implicit_prm` component,
+    # PRIME's β·log(π_φ/π_ref) per token with φ learned online on the verdicts.
+    c.reward.prm_path = ""           # The `prm` component's local HF directory.
+    c.reward.prm_form = "sum"        # sum | min | progress (PAV: p_k − p_{k−1}).
+    c.reward.prm_boundary = " "      # Tokens after a step's last token, "|"-separated...
+    c.reward.prm_marker = "####"     # ...and the answer marker: no step at or after it.
+    c.reward.prm_microbatches = 1    # Score the sampled sequences in this many slices.
+    c.reward.implicit_prm_beta = 0.05  # β of the implicit PRM's per-token reward.
+    c.reward.implicit_prm_lr = 1e-5  # Adam's step size of φ (one step per RL step).
     c.reward.noise_fn_rate = 0.0     # Noisy verifier: P(a correct completion scores 0) (p1).
     c.reward.noise_fp_rate = 0.0     # ...P(a wrong completion scores 1) (p0); p1 = 1 - p0 = 1 - g
     #                                  gives Bernoulli(g) random rewards (scoring/noise.py).

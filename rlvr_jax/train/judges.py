@@ -1,13 +1,15 @@
-"""A run's generative judge (`scoring.judge`) from `config.reward.judge_*`.
+"""A run's one scoring model: a generative judge (`scoring.judge`, from
+`config.reward.judge_*`), a step scorer (`train/prm.py`) or a reward model.
 
-`scoring_model` / `scoring_model_params` are what a run calls for its one frozen scoring
-model (a judge here, else `build.build_reward_model`'s reward model).
+`scoring_model` / `scoring_model_params` are what a run calls for it (a judge here, a PRM or
+implicit PRM through `train/prm.py`, else `build.build_reward_model`'s reward model).
 `reward.judge_path` is any frozen LM `train/frozen.py` reads (a run directory or a local
 Hugging Face `*ForCausalLM` directory). `open_judge` reads no weight; `scoring_model_params`
 reads them born sharded like the policy's (placed by the run's `Placer`).
 """
 from rlvr_jax import scoring
 from rlvr_jax.train import build, frozen
+from rlvr_jax.train import prm as prm_runs
 from rlvr_jax.train.errors import user_input
 
 
@@ -17,13 +19,18 @@ def scoring_model(config, tokenizer):
     weights = dict(scoring.parse_components(config.reward))
     if "judge" in weights:
         return open_judge(config, tokenizer, weight=weights["judge"])
+    if "prm" in weights or "implicit_prm" in weights:
+        return prm_runs.open_step_scorer(config, tokenizer, weights)
     return build.build_reward_model(config, tokenizer)
 
 
-def scoring_model_params(config, model, placer):
-    """The frozen parameters of `scoring_model(...)` (None: None), born sharded by `placer`."""
+def scoring_model_params(config, model, placer, policy_params=None):
+    """The parameters of `scoring_model(...)` (None: None), born sharded by `placer` (an
+    implicit PRM's start from `policy_params`)."""
     if isinstance(model, scoring.Judge):
         return frozen.lm_params(config.reward.judge_path, model.config, placer)
+    if isinstance(model, (scoring.ProcessRewardModel, scoring.ImplicitPRM)):
+        return prm_runs.step_scorer_params(config, model, placer, policy_params)
     return build.reward_model_params(config, model, placer)
 
 

@@ -282,7 +282,7 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
                                     jax.random.fold_in(r.keys["init"], 1))   # the adapters.
     state = build.rl_state(r.rl, params, r.placer, tx, value_tx, model_config=r.model_config,
                            init_rng=r.keys["init"], rl_rng=r.keys["rl"],
-                           reward_params=judges.scoring_model_params(config, rm, r.placer),
+                           reward_params=judges.scoring_model_params(config, rm, r.placer, params),
                            reference_memory=config.mesh.reference_memory,
                            teacher=distill.teacher_of(r.rl, r.model_config, r.placer))
     program = async_step.make_program(config, r.tokenizer, r.sampler, r.scorer, r.rl, tx,

@@ -98,6 +98,13 @@ class RLConfig:
         credit assignment: the return of a token is the minimum future step reward).
       process_temperature: min-form with T > 0: PURE's softmin weights
         softmax(−r/T)·r instead of the exact minimum (T = 0).
+      process_source: "oracle" (the task's step checkers, on the host) or "learned" (the
+        per-step device terms of reward.components — `prm`, `implicit_prm` — on device;
+        docs/process_rewards.md); process_oracle_metrics: with "learned", the checkers
+        still run on the host, only to log process/step_accuracy (the drift audit).
+      process_scale: group estimators' process advantage divides the centred step rewards
+        by their std (DeepSeekMath); False: centred only (PRIME's baseline, for dense
+        implicit rewards whose spread starts near 0).
       process_gate: outcome-gated process rewards: step rewards count only in completions
         whose final answer the verifier accepts.
       turn_advantage: multi-turn credit (`advantages.turn`; docs/multiturn.md): "none" (one
@@ -203,6 +210,9 @@ class RLConfig:
     tis_level: str = "token"
     tis_mode: str = "truncate"
     proximal: str = "none"
+    process_source: str = "oracle"
+    process_oracle_metrics: bool = False
+    process_scale: bool = True
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
@@ -243,6 +253,13 @@ class RLConfig:
         return self.process_weight > 0
 
     @property
+    def device_steps(self) -> bool:
+        """The update takes the per-step device terms' rewards per step (turn credit, or
+        learned process rewards), not summed into each row's reward."""
+        return self.turn_advantage != "none" or (self.process and
+                                                  self.process_source == "learned")
+
+    @property
     def adaptive_kl(self) -> bool:
         """β adapts (`TrainState.kl_coef` holds it)."""
         return self.kl_target > 0
@@ -252,6 +269,7 @@ def _check_choices(rl: RLConfig) -> None:
     for name, known in (("advantage", ADVANTAGES), ("policy_loss", POLICY_LOSSES),
                         ("aggregation", losses.MODES), ("kl_kind", losses.KINDS),
                         ("gpg_alpha", GPG_ALPHAS), ("process_form", PROCESS_FORMS),
+                        ("process_source", ("oracle", "learned")),
                         ("turn_advantage", TURN_ADVANTAGES),
                         ("dppo_divergence", losses.DPPO_DIVERGENCES),
                         ("nft_prompt_weight", losses.PROMPT_WEIGHTS)):
@@ -277,6 +295,9 @@ def _check_ranges(rl: RLConfig) -> None:
     for name in ("process_weight", "process_temperature"):
         if getattr(rl, name) < 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(rl, name)}")
+    if rl.process_source == "learned" and rl.process_weight <= 0:
+        raise ValueError("process_source='learned' needs process_weight > 0 (α of the learned "
+                         "step rewards)")
     if rl.turn_advantage == "gae" and rl.advantage != "gae":
         raise ValueError("turn_advantage='gae' needs the value model: set advantage='gae'")
     if rl.turn_advantage != "none" and rl.process_weight > 0:

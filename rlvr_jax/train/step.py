@@ -334,16 +334,19 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
                        group_size=num_samples, episodes=episodes,
                        reward_params=state.reward_params, params=state.params,
                        model_config=model_config)
-    turns = None  # Turn rewards [B, N] (per-step device terms) taken per turn, or summed.
-    if rl.turn_advantage != "none":
+    turns = None  # Per-step device rewards [B, N] (turns, learned steps) per step, or summed.
+    if rl.device_steps:
         rewards, reward_metrics, correct, turns = scorer.score_device(x, host, with_steps=True)
     else:
         rewards, reward_metrics, correct = scorer.score_device(x, host)
-    steps = host.steps if host is not None and host.steps is not None else turns
+    steps = turns if rl.device_steps else None if host is None else host.steps
     state, metrics = update(state, rollout, rewards, rng, num_samples=num_samples,
                             model_config=model_config, rl=rl, tx=tx, temperature=temperature,
                             value_tx=value_tx, steps=steps, proximal=proximal)
+    reward_params, learned = scorer.learn(x, correct)  # Online-learned terms (implicit PRM).
+    state = state.replace(reward_params=reward_params)
     metrics.update(reward_metrics)
+    metrics.update(learned)
     metrics.update(length_by_correctness(rollout, correct))
     return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask, "rewards": rewards,
                             "correct": correct}

@@ -41,7 +41,7 @@ def min_form_rewards(step_rewards, step_ends, mask, temperature=0.0):
 
 
 def group_process_advantages(step_rewards, step_ends, mask, num_samples, form="sum",
-                             eps=1e-6, group_mask=None):
+                             eps=1e-6, group_mask=None, scale=True):
     b, n = np.shape(mask)
     norm = np.zeros((b, n))
     for p in range(b // num_samples):
@@ -54,5 +54,5 @@ def group_process_advantages(step_rewards, step_ends, mask, num_samples, form="s
         std = math.sqrt(sum((r - mean) ** 2 for r in all_r) / (len(all_r) - 1))
         for i in rows:
             for t, r in _steps(step_rewards, step_ends, mask, i):
-                norm[i, t] = (r - mean) / (std + eps)
+                norm[i, t] = (r - mean) / (std + eps if scale else 1.0)
     return process_returns(norm, step_ends, mask, form=form)
