@@ -15,7 +15,7 @@ choice: the expert's probabilities are not known), shaped by f, unclipped:
 policy finds unlikely. On-policy rows keep the algorithm's loss. Shapes: P' prompts, G rows
 per group, B' = P'·G, N new tokens.
 """
-from typing import Dict, Tuple
+from typing import Dict
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +46,15 @@ def solution_arrays(examples, tokenizer, max_new_tokens: int) -> Dict[str, np.nd
 def offpolicy_rows(num_rows: int, group_size: int, per_group: int) -> jax.Array:
     """[B] bool: the last `per_group` rows of every group of `group_size`."""
     return jnp.arange(num_rows) % group_size >= group_size - per_group
+
+
+def with_experts(rollout: sampling.Rollout, batch, rl, group_size: int) -> sampling.Rollout:
+    """`rollout` with rl.offpolicy_per_group expert rows per group (`insert_solutions`);
+    unchanged when it is 0."""
+    if not rl.offpolicy_per_group:
+        return rollout
+    return insert_solutions(rollout, batch, per_group=rl.offpolicy_per_group,
+                            group_size=group_size)
 
 
 def insert_solutions(rollout: sampling.Rollout, batch, *, per_group: int,

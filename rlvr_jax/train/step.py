@@ -352,14 +352,6 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
                             "correct": correct}
 
 
-def _with_experts(rollout: sampling.Rollout, batch: Batch, rl: RLConfig, group_size: int):
-    """`rollout` with rl.offpolicy_per_group expert rows per group (`train/offpolicy.py`)."""
-    if not rl.offpolicy_per_group:
-        return rollout
-    return offpolicy.insert_solutions(rollout, batch, per_group=rl.offpolicy_per_group,
-                                      group_size=group_size)
-
-
 def _with_hints(rollout: sampling.Rollout, state: TrainState, batch: Batch, rng, *,
                 sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig):
     """`rollout` with rl.hint_mode's hinted groups (`train/hints.py`), and their metrics;
@@ -446,7 +438,7 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
     def rl_step(state: TrainState, batch: Batch):
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout, episodes = sampler.trace(state.params, batch, sample_rng)
-        rollout = _with_experts(rollout, batch, rl, sampling_config.num_samples)
+        rollout = offpolicy.with_experts(rollout, batch, rl, sampling_config.num_samples)
         rollout, hint_metrics = _with_hints(rollout, state, batch, sample_rng, sampler=sampler,
                                             scorer=scorer, rl=rl)
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
@@ -479,7 +471,7 @@ def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
     def split_step(state: TrainState, batch: Batch, examples):
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout, episodes, sample_metrics = sampler(state.params, batch, sample_rng, examples)
-        rollout = _with_experts(rollout, batch, rl, sc.num_samples)
+        rollout = offpolicy.with_experts(rollout, batch, rl, sc.num_samples)
         host = scorer.score_host(rollout, examples, sc.num_samples)
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
                                          batch.get("answers"), host, update_rng)
