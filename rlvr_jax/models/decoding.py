@@ -37,7 +37,6 @@ from rlvr_jax.models.config import ModelConfig
 Cache = Dict[str, Any]
 Prepared = Dict[str, Any]
 
-CACHE_AXES = ("batch", "kv_heads", "length", "kv")  # Logical axes of one layer's k or v.
 
 
 def cast_weights(params: Dict[str, Any], dtype) -> Dict[str, Any]:
@@ -161,7 +160,7 @@ def _write(cache, new, index):
     zero = jnp.zeros((), jnp.int32)
     new = jnp.swapaxes(new, 1, 2).astype(cache.dtype)
     out = jax.lax.dynamic_update_slice(cache, new, (zero, zero, index, zero))
-    return nn.with_logical_constraint(out, CACHE_AXES)
+    return nn.with_logical_constraint(out, decode_attention.CACHE_AXES)
 
 
 _EMBED_UNROLL = 8  # Rows copied per loop iteration (fewer host-side iterations).
