@@ -38,7 +38,6 @@ Cache = Dict[str, Any]
 Prepared = Dict[str, Any]
 
 
-
 def cast_weights(params: Dict[str, Any], dtype) -> Dict[str, Any]:
     """`params` with every floating leaf but the norm scales ("scale") in `dtype`, the
     values the forward reads (it casts kernels, biases, the embedding and the LM head to the
