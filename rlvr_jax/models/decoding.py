@@ -183,6 +183,23 @@ def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
     return jax.lax.fori_loop(0, ids.shape[0], copy_row, rows, unroll=unroll)[:, None]
 
 
+def _what_to_attend(segment_ids, kv_mask, index, attention_impl):
+    """(impl, attend mask) of a `LayerCache` for T new tokens (segment_ids [B, T]) over the
+    cache mask kv_mask [B, S] they were written into at `index`: a decode step (T = 1) with
+    a `decode_attention` impl attends the cache mask from each row's first slot; otherwise
+    "grouped" with the causal-by-slot mask [B, 1, 1, T, S]."""
+    from rlvr_jax.models import transformer
+    impl = decode_attention.default_impl() if attention_impl is None else attention_impl
+    decode_attention.check_impl(impl)
+    if segment_ids.shape[1] == 1 and impl != "grouped":
+        return impl, (kv_mask, jnp.argmax(kv_mask != 0, axis=1).astype(jnp.int32))
+    q_slots = index + jnp.arange(segment_ids.shape[1], dtype=jnp.int32)[None]
+    kv_slots = jnp.arange(kv_mask.shape[1], dtype=jnp.int32)[None]
+    return "grouped", transformer.attention_mask_from(
+        segment_ids, kv_mask, jnp.broadcast_to(q_slots, segment_ids.shape),
+        jnp.broadcast_to(kv_slots, kv_mask.shape))
+
+
 def logits_from_hidden(prepared: Prepared, hidden: jax.Array, config: ModelConfig) -> jax.Array:
     """float32 logits [..., V] from final-norm hidden states [..., D] (the LM head)."""
     spec = "...d,vd->...v" if config.tie_embeddings else "...d,dv->...v"
@@ -230,17 +247,7 @@ def forward(
     kv_mask = jax.lax.dynamic_update_slice_in_dim(
         cache["mask"], segment_ids.astype(cache["mask"].dtype), index, axis=1)
     t = tokens.shape[1]
-    q_slots = jnp.broadcast_to((index + jnp.arange(t, dtype=jnp.int32))[None], tokens.shape)
-    kv_slots = jnp.broadcast_to(jnp.arange(kv_mask.shape[1], dtype=jnp.int32)[None],
-                                kv_mask.shape)
-    impl = decode_attention.default_impl() if attention_impl is None else attention_impl
-    decode_attention.check_impl(impl)
-    if t == 1 and impl != "grouped":  # Valid: the cache mask from the row's first slot.
-        mask = (kv_mask, jnp.argmax(kv_mask != 0, axis=1).astype(jnp.int32))
-    else:
-        impl, mask = "grouped", transformer.attention_mask_from(segment_ids, kv_mask, q_slots,
-                                                                  kv_slots)
-
+    impl, mask = _what_to_attend(segment_ids, kv_mask, index, attention_impl)
     x = _embed(prepared["embed"], tokens).astype(cfg.compute_dtype)
     x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
     block, ks, vs = transformer.Block(cfg), [], []
