@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr_jax import sampling
+from rlvr_jax import live_rows, sampling
 from rlvr_jax.models import decoding, transformer
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.train import state as state_lib
@@ -527,9 +527,10 @@ def ours_decode_state():
     cache = decoding.init_cache(MC, B, TP + N - 1)
     cache["mask"] = cache["mask"].at[:, :TP + T_MID].set(1)
     cache["index"] = jnp.asarray(TP + T_MID - 1, jnp.int32)
-    return (jnp.asarray(T_MID, jnp.int32), cache, jnp.ones((B,), jnp.int32),
-            jnp.zeros((B,), bool), jnp.zeros((B, N), jnp.int32), jnp.zeros((B, N), jnp.float32),
-            jnp.zeros((B, N), jnp.int32))
+    return live_rows.DecodeState(
+        jnp.asarray(T_MID, jnp.int32), cache, jnp.ones((B,), jnp.int32), jnp.zeros((B,), bool),
+        jnp.zeros((B, N), jnp.int32), jnp.zeros((B, N), jnp.float32),
+        jnp.zeros((B, N), jnp.int32), jnp.arange(B, dtype=jnp.int32), None)
 
 
 _PREPARED = {}

@@ -10,9 +10,11 @@ row ids keep each row's sampling noise (`token_sampling.gumbel_noise(rows=...)`)
 where its tokens go in the [B, N] outputs, so compaction does not change what a row samples.
 
 Each batch size is one more compiled loop body; each move copies the kept rows' cache.
+The loop's state is a `DecodeState` (one entry per row, plus the step counter); moving rows
+is `take_state_rows`.
 """
 import math
-from typing import Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +27,27 @@ AUTO_RATIO = 0.7  # CPU; measured on the real-length workload: useful fraction ~
 # is one more compiled loop body: halve the batch, down to 32 rows (256: 4 sizes, not 11).
 AUTO_RATIO_DEVICE, AUTO_FLOOR_DEVICE = 0.5, 32
 AUTO_MIN_TOKENS = 128  # Below this many new tokens compaction is off by default.
+
+
+class DecodeState(NamedTuple):
+    """`sampling.generate`'s decode-loop state, every row's part explicit (b rows: B, or
+    fewer after compaction).
+
+    t: int32 scalar, the column the next step samples (it feeds token t - 1); cache: the
+    `models.decoding` cache (b rows; the prefill's P rows until the first phase repeats
+    them); token: [b] int32, fed next; done: [b] bool; tokens, logprobs, mask: [b, N]
+    (int32, float32, int32), the outputs so far; rows: [b] int32, each row's original id
+    (its noise counter and its place in the outputs); budgets: [b] int32 (a row is done
+    after that many tokens) or None."""
+    t: jax.Array
+    cache: dict
+    token: jax.Array
+    done: jax.Array
+    tokens: jax.Array
+    logprobs: jax.Array
+    mask: jax.Array
+    rows: jax.Array
+    budgets: Optional[jax.Array]
 
 
 def _on_cpu(backend=None) -> bool:
@@ -103,43 +126,44 @@ def decode(step, state, phases, sizes: Tuple[int, ...], repeats: int):
     done, decode steps) by original row id.
 
     Args:
-      step: the loop body, state -> state (`sampling.decode_step`).
-      state: the initial `sampling.decode_step` state, its cache the prefill's (P rows).
+      step: the loop body, `DecodeState` -> `DecodeState` (`sampling.decode_step`).
+      state: the initial `DecodeState` (`sampling.first_state`), its cache the prefill's
+        (P rows).
       phases: ((cache slots, steps limit), ...): the cache phases at all B rows; the cache
         is repeated `repeats` (G) times along the batch entering the first.
       sizes: `batch_sizes(B, ratio)`; after the phases, one loop per smaller size.
     """
     sizes = tuple(sizes) + (0,)
-    n = state[4].shape[1]
+    n = state.tokens.shape[1]
 
     def run(state, limit, next_size):  # Until step `limit` or the live rows fit next_size.
         def cond(state):
-            return (state[0] < limit) & (jnp.sum(~state[3], dtype=jnp.int32) > next_size)
+            return (state.t < limit) & (jnp.sum(~state.done, dtype=jnp.int32) > next_size)
         return jax.lax.while_loop(cond, step, state)
 
     for i, (slots, limit) in enumerate(phases):
-        grown = decoding.resize_cache(state[1], slots, repeats=repeats if i == 0 else 1)
-        state = run((state[0], grown) + state[2:], limit, sizes[1])
+        grown = decoding.resize_cache(state.cache, slots, repeats=repeats if i == 0 else 1)
+        state = run(state._replace(cache=grown), limit, sizes[1])
     out = _write_back(None, state)
     for size, next_size in zip(sizes[1:-1], sizes[2:]):
-        state = _take_state_rows(state, live_first(state[3], size))
+        state = take_state_rows(state, live_first(state.done, size))
         state = run(state, n, next_size)
         out = _write_back(out, state)
     return out
 
 
-def _take_state_rows(state, index):
+def take_state_rows(state: DecodeState, index) -> DecodeState:
     """The decode state's rows at index [b'] (the step counter unchanged)."""
-    t, cache, *rows = state
     take = lambda x: None if x is None else jnp.take(x, index, axis=0)  # noqa: E731
-    return (t, take_rows(cache, index), *(take(x) for x in rows))
+    return DecodeState(state.t, take_rows(state.cache, index),
+                       *(take(x) for x in state[2:]))
 
 
-def _write_back(out, state):
+def _write_back(out, state: DecodeState):
     """Writes the state's rows into the [B, ...] outputs (tokens, logprobs, mask, done,
     decode steps) at their original ids; `out` None: the state holds all B rows in order."""
-    t, _, _, done, tokens, logps, masks, rows, _ = state
-    new = (tokens, logps, masks, done, jnp.broadcast_to(t, rows.shape))
+    new = (state.tokens, state.logprobs, state.mask, state.done,
+           jnp.broadcast_to(state.t, state.rows.shape))
     if out is None:
         return new
-    return tuple(o.at[rows].set(x, unique_indices=True) for o, x in zip(out, new))
+    return tuple(o.at[state.rows].set(x, unique_indices=True) for o, x in zip(out, new))

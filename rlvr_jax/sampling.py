@@ -322,43 +322,38 @@ def _cache_phases(tp: int, n: int, window: int) -> Tuple[int, ...]:
     return tuple(sizes)
 
 
-def decode_step(prepared, state, step_key, *, model_config: ModelConfig,
-                sampling_config: SamplingConfig):
+def decode_step(prepared, state: live_rows.DecodeState, step_key, *,
+                model_config: ModelConfig, sampling_config: SamplingConfig):
     """One iteration of `generate`'s decode loop: feed token t - 1, sample token t.
 
     Args:
       prepared: `models.decoding.prepare_params(params, model_config)`.
-      state: (t int32 scalar, cache (`decoding.init_cache` layout, b rows), token [b] int32
-        fed this step, done [b] bool, tokens [b, N] int32, logprobs [b, N] float32,
-        mask [b, N] int32, rows [b] int32 (each row's original id: its noise counter),
-        budgets [b] int32 or None (a row is done after that many tokens)).
+      state: a `live_rows.DecodeState`.
       step_key: PRNG key; step t samples with `fold_in(step_key, t)`.
 
-    Returns: the next state (same structure). Rows already done are fed `pad_id`, masked
-    out of attention, and get pad / log-prob 0 / mask 0 in column t."""
-    sc, mc = sampling_config, model_config
-    t, cache, tok, done, tokens, logps, masks, rows, budgets = state
+    Returns: the next `DecodeState`. Rows already done are fed `pad_id`, masked out of attention,
+    and get pad / log-prob 0 / mask 0 in column t."""
+    sc, mc, st = sampling_config, model_config, state
     # Tie the weights to the step counter: under a sharded (e.g. FSDP) layout, XLA would
     # otherwise hoist every layer's weight all-gather out of the decode loop and keep the
     # gathered weights of ALL layers alive for the whole rollout (+~0.5 GB per layer and
     # device for an 8B model on 8 devices). A no-op on one device.
-    prepared, t = jax.lax.optimization_barrier((prepared, t))
-    active = ~done
-    feed = jnp.where(active, tok, sc.pad_id)
-    logits, cache = decoding.forward(prepared, feed[:, None], config=mc, cache=cache,
+    prepared, t = jax.lax.optimization_barrier((prepared, st.t))
+    active = ~st.done
+    feed = jnp.where(active, st.token, sc.pad_id)
+    logits, cache = decoding.forward(prepared, feed[:, None], config=mc, cache=st.cache,
                                      attention_mask=active[:, None].astype(jnp.int32),
                                      attention_impl=sc.attention_impl)
-    new, logp = sample_token(logits[:, 0], jax.random.fold_in(step_key, t), sc, rows)
+    new, logp = sample_token(logits[:, 0], jax.random.fold_in(step_key, t), sc, st.rows)
     new = jnp.where(active, new, sc.pad_id)
-    logp = jnp.where(active, logp, 0.0)
-    tokens = jax.lax.dynamic_update_slice_in_dim(tokens, new[:, None], t, axis=1)
-    logps = jax.lax.dynamic_update_slice_in_dim(logps, logp[:, None], t, axis=1)
-    masks = jax.lax.dynamic_update_slice_in_dim(
-        masks, active[:, None].astype(jnp.int32), t, axis=1)
-    done = done | _is_stop(new, sc.stop_token_ids)
-    if budgets is not None:
-        done = done | (t + 1 >= budgets)
-    return t + 1, cache, new, done, tokens, logps, masks, rows, budgets
+    column = lambda x, v: jax.lax.dynamic_update_slice_in_dim(x, v[:, None], t, axis=1)  # noqa
+    done = st.done | _is_stop(new, sc.stop_token_ids)
+    if st.budgets is not None:
+        done = done | (t + 1 >= st.budgets)
+    return st._replace(t=t + 1, cache=cache, token=new, done=done,
+                       tokens=column(st.tokens, new),
+                       logprobs=column(st.logprobs, jnp.where(active, logp, 0.0)),
+                       mask=column(st.mask, active.astype(jnp.int32)))
 
 
 def _is_stop(tok, stop_token_ids):
@@ -414,47 +409,53 @@ def generate(
       A `Rollout` with B = P * G rows and N = max_new_tokens columns."""
     check_shapes(prompt_tokens, prompt_mask, model_config, sampling_config)
     sc, mc = sampling_config, model_config
-    g, n = sc.num_samples, sc.max_new_tokens
     p, tp = prompt_tokens.shape
-    b = p * g
-    if budgets is not None and tuple(budgets.shape) != (b,):
-        raise ValueError(f"budgets must be [B] = [{b}], got shape {tuple(budgets.shape)}")
+    if budgets is not None and tuple(budgets.shape) != (p * sc.num_samples,):
+        raise ValueError(f"budgets must be [B] = [{p * sc.num_samples}], got shape "
+                         f"{tuple(budgets.shape)}")
     prompt_tokens = prompt_tokens.astype(jnp.int32)
     prompt_mask = (prompt_mask != 0).astype(jnp.int32)
-
     # 1. Prefill the P prompts once into a cache of exactly Tp slots (the decode loop
-    #    grows it), and take the hidden state at each prompt's last real token.
+    #    repeats it G times, row p * G + g, and grows it).
     prepared, cache, first_logits = prefill(params, prompt_tokens, prompt_mask, model_config=mc,
                                             sampling_config=sc)
-
-    # 2. Share the prompt cache across its G samples (row p * G + g).
-    def repeat(x, axis):
-        return jnp.repeat(x, g, axis=axis) if g > 1 else x
-
-    rngs = jax.random.split(rng, 2)
-    tok, logp = sample_token(repeat(first_logits, 0), rngs[0], sc)
-    done = _is_stop(tok, sc.stop_token_ids)
-    if budgets is not None:
-        budgets = budgets.astype(jnp.int32)
-        done = done | (budgets <= 1)
-    state = (jnp.ones((), jnp.int32), cache, tok, done,
-             jnp.full((b, n), sc.pad_id, jnp.int32).at[:, 0].set(tok),
-             jnp.zeros((b, n), jnp.float32).at[:, 0].set(logp),
-             jnp.zeros((b, n), jnp.int32).at[:, 0].set(1), jnp.arange(b, dtype=jnp.int32),
-             budgets)
-
-    # 3. Decode: step t feeds token t - 1 (slot Tp + t - 1) and samples token t.
-    tokens, logps, masks, done, steps = _decode(prepared, state, rngs[1], g, tp, mc, sc)
+    first_key, step_key = jax.random.split(rng, 2)
+    # 2. Sample each row's first token; 3. decode: step t feeds token t - 1, samples token t.
+    state = first_state(cache, first_logits, first_key, sc, budgets)
+    tokens, logps, masks, done, steps = _decode(prepared, state, step_key, tp, mc, sc)
     lengths = jnp.sum(masks, axis=1, dtype=jnp.int32)
     if budgets is not None:  # A stop token, not the budget, ended the finished rows.
         last = jnp.take_along_axis(tokens, jnp.maximum(lengths - 1, 0)[:, None], axis=1)
         done = _is_stop(last[:, 0], sc.stop_token_ids)
     return Rollout(tokens=tokens, mask=masks, logprobs=logps, lengths=lengths, finished=done,
-                   prompt_tokens=repeat(prompt_tokens, 0), prompt_mask=repeat(prompt_mask, 0),
-                   decode_steps=steps)
+                   prompt_tokens=_repeat(prompt_tokens, sc.num_samples),
+                   prompt_mask=_repeat(prompt_mask, sc.num_samples), decode_steps=steps)
 
 
-def _decode(prepared, state, step_key, g: int, tp: int, mc: ModelConfig, sc: SamplingConfig):
+def _repeat(x, g: int):
+    """Each row of x [P, ...] g times in a row: [P * g, ...] (row p * g + i is row p)."""
+    return jnp.repeat(x, g, axis=0) if g > 1 else x
+
+
+def first_state(cache, first_logits, key, sc: SamplingConfig, budgets=None):
+    """The decode loop's `live_rows.DecodeState` at t = 1: each of the B = P * G rows' first
+    token sampled with `key` from its prompt's logits [P, V] float32; `cache` is the
+    prefill's (P rows); budgets: optional [B] token budgets."""
+    tok, logp = sample_token(_repeat(first_logits, sc.num_samples), key, sc)
+    b, n = tok.shape[0], sc.max_new_tokens
+    done = _is_stop(tok, sc.stop_token_ids)
+    if budgets is not None:
+        budgets = budgets.astype(jnp.int32)
+        done = done | (budgets <= 1)
+    return live_rows.DecodeState(
+        t=jnp.ones((), jnp.int32), cache=cache, token=tok, done=done,
+        tokens=jnp.full((b, n), sc.pad_id, jnp.int32).at[:, 0].set(tok),
+        logprobs=jnp.zeros((b, n), jnp.float32).at[:, 0].set(logp),
+        mask=jnp.zeros((b, n), jnp.int32).at[:, 0].set(1),
+        rows=jnp.arange(b, dtype=jnp.int32), budgets=budgets)
+
+
+def _decode(prepared, state, step_key, tp: int, mc: ModelConfig, sc: SamplingConfig):
     """The decode loop (`live_rows.decode`) with `decode_step` as its body."""
     def body(state):
         return decode_step(prepared, state, step_key, model_config=mc, sampling_config=sc)
@@ -462,8 +463,8 @@ def _decode(prepared, state, step_key, g: int, tp: int, mc: ModelConfig, sc: Sam
     n = sc.max_new_tokens
     phases = tuple((size, min(n, size - tp + 1))  # Steps t < size - Tp + 1 fit `size` slots.
                    for size in _cache_phases(tp, n, cache_window_of(sc)))
-    sizes = live_rows.sizes_of(state[3].shape[0], sc)
-    return live_rows.decode(body, state, phases, sizes, g)
+    sizes = live_rows.sizes_of(state.done.shape[0], sc)
+    return live_rows.decode(body, state, phases, sizes, sc.num_samples)
 
 
 jit_generate = jax.jit(generate, static_argnames=("model_config", "sampling_config"))

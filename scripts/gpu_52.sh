@@ -154,7 +154,7 @@ faster = all(tps(a) is not None and tps(b) is not None and tps(a) > tps(b) for a
              (("f256_kernel", "f256_today"), ("f64_kernel", "f64_grouped")))
 print(f"-- verdict: kernel error <= 2x grouped's: {ok_err}; float32 rollout tokens equal: "
       f"{f32_equal}; kernel faster at 256 and 64 rows: {faster} => "
-      + ("make it the GPU default (KERNEL_ON_ONE_GPU = True)" if ok_err and f32_equal and faster
+      + ("make it the GPU default (KERNEL_ON_GPU = True)" if ok_err and f32_equal and faster
          else "keep grouped"))
 real = (tps("real_qwen_new", "real_tokens_per_s"), tps("real_qwen_today", "real_tokens_per_s"))
 print(f"-- targets: f256_kernel {tps('f256_kernel')} >= 150000; f64_kernel {tps('f64_kernel')} "

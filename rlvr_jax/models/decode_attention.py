@@ -21,22 +21,27 @@ walks only the blocks of `block` slots overlapping [start_b, end), with an onlin
 cache's capacity; the program serves the H / Hkv query heads of its group (GQA) from one read
 of the group's K/V. It is written for Pallas' Triton backend (GPU): power-of-two tensors, the
 group's G query heads padded to >= 16 rows for Triton's dots (outside the kernel), slot blocks
-a power of two <= S. It runs on one device (no partitioning rule).
+a power of two <= S. Under a mesh it runs on each device's rows and KV heads (a shard_map
+over the cache's batch and KV-head axes).
 
     out = decode_attention(q, k, v, mask, start, end, config, impl="pallas", interpret=True)
 
-`default_impl`: "plain" on CPU, the kernel on one GPU (`KERNEL_ON_ONE_GPU`), "grouped"
+`default_impl`: "plain" on CPU, the kernel on GPUs (`KERNEL_ON_GPU`), "grouped"
 elsewhere (docs/performance.md, issue 52, has its GPU checks: scripts/gpu_52.sh).
 """
 import functools
 from typing import Optional
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
+from jax.sharding import PartitionSpec as P
 
 from rlvr_jax.models.config import ModelConfig
+
+CACHE_AXES = ("batch", "kv_heads", "length", "kv")  # Logical axes of one layer's k or v.
 
 _NEG_INF = -1e30  # Finite: a block with no valid slot must not turn the running max into NaN.
 # Kernel programs to aim for (B · Hkv · splits): JAX's own GPU decode kernel
@@ -46,22 +51,20 @@ _NEG_INF = -1e30  # Finite: a block with no valid slot must not turn the running
 _PROGRAMS = 2560
 
 
-# The kernel as the default on one GPU: an H200 run (scripts/gpu_52.sh, docs/performance.md,
+# The kernel as the default on GPUs: an H200 run (scripts/gpu_52.sh, docs/performance.md,
 # issue 52) found it as accurate as "grouped" (same bf16 error; float32 rollout tokens equal)
-# and faster (qwen2.5-0.5b sampler: +19% tokens/s at 256 rows, +16% at 64). One device only:
-# the pallas_call has no partitioning rule, so under a multi-device mesh XLA would gather its
-# operands (the whole cache) onto every device.
-KERNEL_ON_ONE_GPU = True
+# and faster (qwen2.5-0.5b sampler: +19% tokens/s at 256 rows, +16% at 64). Under a mesh it
+# runs on each device's rows and KV heads (`_per_device`: no gather of the cache).
+KERNEL_ON_GPU = True
 
 
 def default_impl(backend: Optional[str] = None) -> str:
     """The implementation `impl=None` stands for on `backend` (default: JAX's): "plain" on
-    CPU; on one GPU "pallas" if `KERNEL_ON_ONE_GPU`; else "grouped"."""
+    CPU; on GPUs (one or several) "pallas" if `KERNEL_ON_GPU`; else "grouped"."""
     backend = backend or jax.default_backend()
     if backend == "cpu":
         return "plain"
-    one_gpu = backend == "gpu" and jax.device_count(backend) == 1
-    return "pallas" if KERNEL_ON_ONE_GPU and one_gpu else "grouped"
+    return "pallas" if KERNEL_ON_GPU and backend in ("gpu", "cuda") else "grouped"
 
 
 IMPLS = ("grouped", "plain", "pallas", "interpret")
@@ -100,8 +103,9 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
     if impl in ("pallas", "interpret"):
         if block < 1 or block & (block - 1):
             raise ValueError(f"decode_attention: block must be a power of two, got {block}")
-        return _pallas(q, k_cache, v_cache, mask, start, end, config,
-                       block, warps, splits, interpret or impl == "interpret")
+        kernel = functools.partial(_pallas, cfg=config, block=block, warps=warps,
+                                   splits=splits, interpret=interpret or impl == "interpret")
+        return _per_device(kernel, q, k_cache, v_cache, mask, start, end)
     slots = jnp.arange(k_cache.shape[2], dtype=jnp.int32)[None]
     valid = (mask != 0) & (slots >= start[:, None]) & (slots < end)
     if impl == "plain":
@@ -139,7 +143,28 @@ def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
     return (out / total[..., None]).astype(dt).reshape(b, h, dh)
 
 
-def _pallas(q, k_cache, v_cache, mask, start, end, cfg, block, warps, splits, interpret):
+def _per_device(fn, q, k_cache, v_cache, mask, start, end):
+    """fn(q [b, h, Dh], k, v [b, hkv, S, Dh], mask [b, S], start [b], end) on each device's
+    rows and KV heads, split as the cache's logical axes (`CACHE_AXES`) split them under the
+    mesh and rules of the enclosing `sharding.activate` (XLA's SPMD partitioner does not
+    split a Pallas call: it would gather the whole cache onto every device); on the whole
+    arrays without a mesh. The query heads split with the KV heads: head i serves KV head
+    i // G, so a contiguous share of the H heads is the same share of the Hkv groups."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or mesh.size == 1:
+        return fn(q, k_cache, v_cache, mask, start, end)
+    from rlvr_jax import sharding
+    spec = sharding.logical_to_mesh_spec(P(*CACHE_AXES), nn.get_logical_axis_rules(),
+                                         k_cache.shape, mesh)
+    rows, heads = (tuple(spec) + (None, None))[:2]
+    cache = P(rows, heads, None, None)  # A program reads whole slot ranges and head vectors.
+    return jax.shard_map(fn, in_specs=(P(rows, heads, None), cache, cache, P(rows, None),
+                                       P(rows), P()),
+                         out_specs=P(rows, heads, None), check_vma=False)(
+        q, k_cache, v_cache, mask, start, jnp.asarray(end, jnp.int32))
+
+
+def _pallas(q, k_cache, v_cache, mask, start, end, *, cfg, block, warps, splits, interpret):
     """The kernel's call, in shapes Triton lowers: the G query heads of a KV group padded to
     a power of two >= 16 (Triton tensors are powers of two; its dots take >= 16 rows),
     blocks of a power-of-two number of slots; per-row start and end as scalars. The slots

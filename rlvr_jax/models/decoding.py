@@ -1,16 +1,19 @@
 """The cached (prefill / decode) forward pass, laid out so a decode step moves few bytes.
 
-The training forward (`transformer.forward` without a cache) scans one Flax block over the
-stacked `[L, ...]` parameters. On the decode path that layout costs bytes: every step copies
-each layer's weights out of the stacked arrays and each layer's K/V into the transposed
-layout the attention dots want. This module runs the same math (same parameter tree, same
-operations in the same order) as plain functions with:
+The layers are `transformer.Block`'s (one implementation for training and decoding; the
+block's attention takes a `LayerCache`). What this module adds is the layout of a decode
+step: the training forward scans the block over the stacked `[L, ...]` parameters, which on
+the decode path would copy each layer's weights out of the stacked arrays and each layer's
+K/V into the layout the attention dots want, every step. Here:
 
   * weights sliced out of the stacked arrays and cast to the compute dtype ONCE
     (`prepare_params`, outside the decode loop); the decode step reads them in place;
-  * the layers unrolled in Python (T = 1 steps are small; no scan carry);
+  * the layers unrolled in Python (T = 1 steps are small; no scan carry), `Block` applied to
+    each layer's slice;
   * a per-layer KV cache in the layout the attention dots read in place:
-    `k[l], v[l]: [B, Hkv, S, Dh]` (batch and KV-head dims first, as the batched dots need).
+    `k[l], v[l]: [B, Hkv, S, Dh]` (batch and KV-head dims first, as the batched dots need);
+  * a decode step's attention over the valid slots (`decode_attention`), and on CPU its
+    embedding rows copied by a loop of slices (`_embed`).
 
     prepared = prepare_params(params, config)          # once per rollout
     cache = init_cache(config, batch, max_len)
@@ -22,7 +25,7 @@ token was written), "index": int32 scalar (next slot to write, shared by all row
 writes its T new tokens at slots `[index, index + T)` (one in-place `dynamic_update_slice`
 per layer and K/V) and attends over the whole cache, causally by slot.
 """
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import flax.linen as nn
 import jax
@@ -33,8 +36,6 @@ from rlvr_jax.models.config import ModelConfig
 
 Cache = Dict[str, Any]
 Prepared = Dict[str, Any]
-
-CACHE_AXES = ("batch", "kv_heads", "length", "kv")  # Logical axes of one layer's k or v.
 
 
 def cast_weights(params: Dict[str, Any], dtype) -> Dict[str, Any]:
@@ -123,76 +124,42 @@ def resize_cache(cache: Cache, size: int, repeats: int = 1) -> Cache:
             "index": cache["index"]}
 
 
-def _rms_norm(x, scale, eps):
-    """As `transformer.RMSNorm`: float32 statistics, output in x's dtype."""
-    x32 = x.astype(jnp.float32)
-    y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
-    scale = scale.astype(jnp.float32).reshape((1,) * (x.ndim - 1) + (-1,))
-    return (y * scale).astype(x.dtype)
+class LayerCache(NamedTuple):
+    """One layer's view of the cache, as `transformer.Attention` takes it.
+
+    k, v: [B, Hkv, S, Dh]; index: int32 scalar, the slot of the first new token;
+    attend_mask and impl, what the new tokens see: for a decode step (T = 1) with a
+    `decode_attention` implementation, ((cache mask [B, S] with the new slot, each row's
+    first valid slot [B]), that impl); otherwise (the [B, 1, 1, T, S] boolean mask of
+    `transformer.grouped_attention`, "grouped")."""
+    k: jax.Array
+    v: jax.Array
+    index: jax.Array
+    attend_mask: Any
+    impl: str
+
+    def attend(self, q, k, v, cfg: ModelConfig):
+        """Writes the new keys / values k, v [B, T, Hkv, Dh] at slots [index, index + T)
+        (in place) and attends q [B, T, H, Dh] over the cache; returns ([B, T, H, Dh], the
+        updated `LayerCache`)."""
+        from rlvr_jax.models import transformer
+        k_cache, v_cache = _write(self.k, k, self.index), _write(self.v, v, self.index)
+        if self.impl == "grouped":
+            out = transformer.grouped_attention(q, k_cache, v_cache, self.attend_mask, cfg,
+                                                kv_layout="bnsk")
+        else:
+            kv_mask, start = self.attend_mask
+            out = decode_attention.decode_attention(q[:, 0], k_cache, v_cache, kv_mask, start,
+                                                    self.index + 1, cfg, impl=self.impl)[:, None]
+        return out, self._replace(k=k_cache, v=v_cache)
 
 
-def _attention(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, impl):
-    """One layer's attention over its cache; returns (out [B, T, D], new k, new v). A decode
-    step (T = 1, `mask` = (cache mask [B, S], first valid slot [B])) runs `decode_attention`
-    with `impl`; otherwise (`impl` "grouped") `mask` is the [B, 1, 1, T, S] attention mask
-    of `transformer.grouped_attention`."""
-    from rlvr_jax.models import transformer  # The shared RoPE helpers.
-
-    def proj(name, axis):
-        y = _adapted(lp, name, x, jnp.einsum("btd,dhk->bthk", x, lp[f"{name}_kernel"]), cfg)
-        if cfg.qkv_bias:
-            y = y + lp[f"{name}_bias"][None, None]
-        return nn.with_logical_constraint(y, ("batch", "length", axis, "kv"))
-
-    q, k, v = proj("q", "heads"), proj("k", "kv_heads"), proj("v", "kv_heads")
-    if cfg.qk_norm:
-        q = _rms_norm(q, lp["q_norm"]["scale"], cfg.norm_eps)
-        k = _rms_norm(k, lp["k_norm"]["scale"], cfg.norm_eps)
-    inv_freq = transformer.rope_frequencies(cfg)
-    q = transformer.apply_rope(q, positions, inv_freq)
-    k = transformer.apply_rope(k, positions, inv_freq)
-
+def _write(cache, new, index):
+    """new [B, T, Hkv, Dh] into slots [index, index + T) of cache [B, Hkv, S, Dh]."""
     zero = jnp.zeros((), jnp.int32)
-
-    def write(cache, new):  # [B, T, Hkv, Dh] → slots [index, index + T) of [B, Hkv, S, Dh].
-        new = jnp.swapaxes(new, 1, 2).astype(cache.dtype)
-        out = jax.lax.dynamic_update_slice(cache, new, (zero, zero, index, zero))
-        return nn.with_logical_constraint(out, CACHE_AXES)
-
-    k_cache, v_cache = write(k_cache, k), write(v_cache, v)
-    if impl != "grouped":
-        kv_mask, start = mask
-        out = decode_attention.decode_attention(q[:, 0], k_cache, v_cache, kv_mask, start,
-                                                index + 1, cfg, impl=impl)[:, None]
-    else:
-        out = transformer.grouped_attention(q, k_cache, v_cache, mask, cfg, kv_layout="bnsk")
-    return (_adapted(lp, "o", out, jnp.einsum("bthk,hkd->btd", out, lp["o_kernel"]), cfg),
-            k_cache, v_cache)
-
-
-def _adapted(module, target, x, y, cfg: ModelConfig):
-    """y plus the unmerged adapter of `target` when `module` still holds one
-    (`prepare_params(..., merge_adapters=False)`), else y."""
-    if not cfg.lora_rank or f"{target}_lora_a" not in module:
-        return y
-    from rlvr_jax.models import lora
-    return y + lora.delta(x, module[f"{target}_lora_a"], module[f"{target}_lora_b"],
-                          lora.scale(cfg))
-
-
-def _block(lp, x, positions, k_cache, v_cache, mask, index, cfg: ModelConfig, impl):
-    """One pre-norm layer (as `transformer.Block`); returns (x, new k, new v)."""
-    h, k_cache, v_cache = _attention(lp["attn"], _rms_norm(x, lp["input_norm"]["scale"],
-                                                           cfg.norm_eps),
-                                     positions, k_cache, v_cache, mask, index, cfg, impl)
-    x = x + h
-    m = lp["mlp"]
-    y = _rms_norm(x, lp["post_attn_norm"]["scale"], cfg.norm_eps)
-    h = nn.silu(_adapted(m, "gate", y, y @ m["gate_kernel"], cfg)) * \
-        _adapted(m, "up", y, y @ m["up_kernel"], cfg)
-    h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
-    x = x + _adapted(m, "down", h, h @ m["down_kernel"], cfg)
-    return nn.with_logical_constraint(x, ("batch", "length", "embed")), k_cache, v_cache
+    new = jnp.swapaxes(new, 1, 2).astype(cache.dtype)
+    out = jax.lax.dynamic_update_slice(cache, new, (zero, zero, index, zero))
+    return nn.with_logical_constraint(out, decode_attention.CACHE_AXES)
 
 
 _EMBED_UNROLL = 8  # Rows copied per loop iteration (fewer host-side iterations).
@@ -214,6 +181,23 @@ def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
     rows = jnp.zeros((ids.shape[0], table.shape[1]), table.dtype)
     unroll = _EMBED_UNROLL if ids.shape[0] % _EMBED_UNROLL == 0 else 1
     return jax.lax.fori_loop(0, ids.shape[0], copy_row, rows, unroll=unroll)[:, None]
+
+
+def _what_to_attend(segment_ids, kv_mask, index, attention_impl):
+    """(impl, attend mask) of a `LayerCache` for T new tokens (segment_ids [B, T]) over the
+    cache mask kv_mask [B, S] they were written into at `index`: a decode step (T = 1) with
+    a `decode_attention` impl attends the cache mask from each row's first slot; otherwise
+    "grouped" with the causal-by-slot mask [B, 1, 1, T, S]."""
+    from rlvr_jax.models import transformer
+    impl = decode_attention.default_impl() if attention_impl is None else attention_impl
+    decode_attention.check_impl(impl)
+    if segment_ids.shape[1] == 1 and impl != "grouped":
+        return impl, (kv_mask, jnp.argmax(kv_mask != 0, axis=1).astype(jnp.int32))
+    q_slots = index + jnp.arange(segment_ids.shape[1], dtype=jnp.int32)[None]
+    kv_slots = jnp.arange(kv_mask.shape[1], dtype=jnp.int32)[None]
+    return "grouped", transformer.attention_mask_from(
+        segment_ids, kv_mask, jnp.broadcast_to(q_slots, segment_ids.shape),
+        jnp.broadcast_to(kv_slots, kv_mask.shape))
 
 
 def logits_from_hidden(prepared: Prepared, hidden: jax.Array, config: ModelConfig) -> jax.Array:
@@ -263,25 +247,16 @@ def forward(
     kv_mask = jax.lax.dynamic_update_slice_in_dim(
         cache["mask"], segment_ids.astype(cache["mask"].dtype), index, axis=1)
     t = tokens.shape[1]
-    q_slots = jnp.broadcast_to((index + jnp.arange(t, dtype=jnp.int32))[None], tokens.shape)
-    kv_slots = jnp.broadcast_to(jnp.arange(kv_mask.shape[1], dtype=jnp.int32)[None],
-                                kv_mask.shape)
-    impl = decode_attention.default_impl() if attention_impl is None else attention_impl
-    decode_attention.check_impl(impl)
-    if t == 1 and impl != "grouped":  # Valid: the cache mask from the row's first slot.
-        mask = (kv_mask, jnp.argmax(kv_mask != 0, axis=1).astype(jnp.int32))
-    else:
-        impl, mask = "grouped", transformer.attention_mask_from(segment_ids, kv_mask, q_slots,
-                                                                  kv_slots)
-
+    impl, mask = _what_to_attend(segment_ids, kv_mask, index, attention_impl)
     x = _embed(prepared["embed"], tokens).astype(cfg.compute_dtype)
     x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
-    ks, vs = [], []
+    block, ks, vs = transformer.Block(cfg), [], []
     for lp, k_cache, v_cache in zip(prepared["layers"], cache["k"], cache["v"]):
-        x, k_cache, v_cache = _block(lp, x, positions, k_cache, v_cache, mask, index, cfg, impl)
-        ks.append(k_cache)
-        vs.append(v_cache)
-    x = _rms_norm(x, prepared["final_norm"], cfg.norm_eps)
+        x, layer = block.apply({"params": lp}, x, positions, None, None,
+                               LayerCache(k_cache, v_cache, index, mask, impl))
+        ks.append(layer.k)
+        vs.append(layer.v)
+    x = transformer.rms_norm(x, prepared["final_norm"], cfg.norm_eps)
     new_cache = {"k": tuple(ks), "v": tuple(vs), "mask": kv_mask, "index": index + t}
     if return_hidden:
         return x, new_cache

@@ -12,15 +12,18 @@ above that, so compile time stays flat for deep models. Every parameter
 carries logical axis names (`param_logical_axes`) which `rlvr_jax.sharding`
 maps onto mesh axes.
 
-KV cache. `forward(..., cache=init_cache(config, batch, max_len))` runs the
-prefill / decode path in `rlvr_jax.models.decoding`: the same math as functions
-over per-layer weights (sliced once) and a per-layer cache `k`, `v`: L ×
-[B, Hkv, S, Dh] that the attention dots read in place, so a decode step copies
-neither weights nor cache. A call writes the new tokens' keys/values at slots
-`[index, index + T)` (in place) and attends over the whole cache, causally by
-slot. Left-padded prompts are fine: padding is excluded by the mask and does not
-advance RoPE positions (the default position of a token is the number of real
-tokens before it in its row). The no-cache (training) path below is the Flax scan.
+One implementation of the layers. `Attention` takes an optional KV cache and `Block`
+passes it through: the training forward scans `Block` over the stacked parameters, and
+the cached forward (`forward(..., cache=init_cache(config, batch, max_len))`, run by
+`rlvr_jax.models.decoding`) applies the same `Block` to each layer's parameters (sliced
+and cast once per rollout) with that layer's cache `k`, `v`: [B, Hkv, S, Dh], which the
+attention dots read in place, so a decode step copies neither weights nor cache. Every
+architecture feature (GQA, RoPE and its scaling, QKV bias, q/k-norm, LoRA, a quantized
+base) is written once, here. A cached call writes the new tokens' keys/values at slots
+`[index, index + T)` (in place) and attends over the whole cache, causally by slot.
+Left-padded prompts are fine: padding is excluded by the mask and does not advance RoPE
+positions (the default position of a token is the number of real tokens before it in its
+row).
 """
 import functools
 from typing import Any, Dict, Optional, Tuple
@@ -45,7 +48,17 @@ _NEG_INF = -1e30  # Finite, so fully masked rows give a uniform softmax, never N
 # ----------------------------------------------------------------------------- layers
 
 def _param(module, name, init, shape, names, dtype):
-    return module.param(name, nn.with_logical_partitioning(init, names), shape, dtype)
+    """The parameter `name` [*shape] (declared with logical axis `names` when initialising).
+    An existing one is read directly: `module.param` would trace `init` once per read to
+    check the shape (the cached forward applies each layer on its own, per compiled loop
+    body: ~1/3 of its trace time); the shape is checked here instead."""
+    if module.is_initializing() or not module.has_variable("params", name):
+        return module.param(name, nn.with_logical_partitioning(init, names), shape, dtype)
+    value = nn.meta.unbox(module.get_variable("params", name))
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError(f"parameter {module.scope.path_text}/{name} has shape "
+                         f"{tuple(value.shape)}, the model expects {tuple(shape)}")
+    return value
 
 
 def _kernel(module, target, init, shape, names, cfg: ModelConfig):
@@ -82,10 +95,16 @@ class RMSNorm(nn.Module):
     def __call__(self, x):
         scale = _param(self, "scale", nn.initializers.ones, (x.shape[-1],), (self.axis_name,),
                        self.param_dtype)
-        x32 = x.astype(jnp.float32)
-        y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + self.eps)
-        scale = scale.astype(jnp.float32).reshape((1,) * (x.ndim - 1) + (-1,))
-        return (y * scale).astype(x.dtype)
+        return rms_norm(x, scale, self.eps)
+
+
+def rms_norm(x, scale, eps: float):
+    """`x / sqrt(mean(x²) + eps) * scale` over the last axis, in float32; x's dtype out.
+    x: [..., D], scale: [D] (any float dtype)."""
+    x32 = x.astype(jnp.float32)
+    y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
+    scale = scale.astype(jnp.float32).reshape((1,) * (x.ndim - 1) + (-1,))
+    return (y * scale).astype(x.dtype)
 
 
 def rope_frequencies(config: ModelConfig) -> np.ndarray:
@@ -153,12 +172,19 @@ def grouped_attention(q, keys, values, mask, cfg: ModelConfig, *, kv_layout: str
 
 
 class Attention(nn.Module):
-    """Grouped-query self-attention with RoPE, optional QKV bias and q/k RMSNorm."""
+    """Grouped-query self-attention with RoPE, optional QKV bias and q/k RMSNorm; over the
+    T tokens themselves (training) or over a KV cache they are written into (decoding)."""
     config: ModelConfig
 
     @nn.compact
-    def __call__(self, x, positions, segments, slots):
-        """Self-attention of x [B, T, D] (positions, segments, slots: [B, T] int32)."""
+    def __call__(self, x, positions, segments, slots, cache=None):
+        """Attention of x [B, T, D] (positions: [B, T] int32).
+
+        Without `cache`: causal self-attention within segments (segments, slots: [B, T]
+        int32); returns [B, T, D]. With `cache` (a `decoding.LayerCache`: one layer's
+        [B, Hkv, S, Dh] keys and values, what to attend; segments and slots unused): the T
+        new keys / values are written into it and the queries attend over it
+        (`LayerCache.attend`); returns ([B, T, D], the updated `LayerCache`)."""
         cfg = self.config
         dt, pdt = cfg.compute_dtype, cfg.storage_dtype
         init = nn.initializers.normal(stddev=0.02)
@@ -187,7 +213,9 @@ class Attention(nn.Module):
         keys = apply_rope(keys, positions, inv_freq)
 
         implementation = attention_lib.resolve(cfg.attention)
-        if implementation == "xla":
+        if cache is not None:  # Prefill / decode: the new tokens attend over the cache.
+            out, cache = cache.attend(q, keys, values, cfg)
+        elif implementation == "xla":
             mask = attention_mask_from(segments, segments, slots, slots)
             out = grouped_attention(q, keys, values, mask, cfg, kv_layout="bsnk")
         else:  # Fused: never materialises [T, T] (causal by slot = by index here).
@@ -195,7 +223,8 @@ class Attention(nn.Module):
                                                 implementation=implementation)
         wo = _kernel(self, "o", init, (cfg.n_heads, cfg.head_dim, cfg.d_model),
                      ("heads", "kv", "embed"), cfg)
-        return _adapted(self, "o", out, jnp.einsum("bthk,hkd->btd", out, wo), cfg)
+        out = _adapted(self, "o", out, jnp.einsum("bthk,hkd->btd", out, wo), cfg)
+        return out if cache is None else (out, cache)
 
 
 class MLP(nn.Module):
@@ -222,19 +251,25 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One pre-norm transformer layer; the `nn.scan` body (carry: the residual stream [B, T, D])."""
+    """One pre-norm transformer layer: the `nn.scan` body of the training forward (carry:
+    the residual stream [B, T, D]) and, applied to one layer's parameters with its
+    `decoding.LayerCache`, a layer of the cached forward (`decoding.forward`)."""
     config: ModelConfig
 
     @nn.compact
-    def __call__(self, x, positions, segments, slots):
+    def __call__(self, x, positions, segments, slots, cache=None):
+        """Returns (x [B, T, D], None), or with `cache` (x, the updated cache)."""
         cfg = self.config
-        x = x + Attention(cfg, name="attn")(
+        h = Attention(cfg, name="attn")(
             RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed", name="input_norm")(x),
-            positions, segments, slots)
+            positions, segments, slots, cache)
+        if cache is not None:
+            h, cache = h
+        x = x + h
         x = x + MLP(cfg, name="mlp")(
             RMSNorm(cfg.norm_eps, cfg.storage_dtype, "embed", name="post_attn_norm")(x))
         x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
-        return x, None
+        return x, cache
 
 
 _REMAT_POLICIES = {

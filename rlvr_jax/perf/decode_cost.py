@@ -117,14 +117,15 @@ def _step(mc, prepared, rows: int, new_tokens: int, slots: int) -> Dict[str, flo
     """The cost of `sampling.decode_step` for `rows` rows and a cache of `slots` slots."""
     import jax
     import jax.numpy as jnp
-    from rlvr_jax import sampling
+    from rlvr_jax import live_rows, sampling
     from rlvr_jax.models import decoding
     sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, num_samples=1)
     cache = jax.eval_shape(lambda: decoding.init_cache(mc, rows, slots))
     vec = lambda dtype: jax.ShapeDtypeStruct((rows,), dtype)  # noqa: E731
     cols = lambda dtype: jax.ShapeDtypeStruct((rows, new_tokens), dtype)  # noqa: E731
-    state = (jax.ShapeDtypeStruct((), jnp.int32), cache, vec(jnp.int32), vec(bool),
-             cols(jnp.int32), cols(jnp.float32), cols(jnp.int32), vec(jnp.int32), None)
+    state = live_rows.DecodeState(jax.ShapeDtypeStruct((), jnp.int32), cache, vec(jnp.int32),
+                                  vec(bool), cols(jnp.int32), cols(jnp.float32),
+                                  cols(jnp.int32), vec(jnp.int32), None)
     fn = jax.jit(lambda p, s, k: sampling.decode_step(p, s, k, model_config=mc,
                                                       sampling_config=sc), donate_argnums=(1,))
     return _cost(fn.lower(prepared, state, jax.ShapeDtypeStruct((2,), jnp.uint32)).compile())

@@ -189,7 +189,7 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     #                                  -1: automatic (from 128 new tokens, CPU: 0.7; GPU/TPU:
     #                                  0.5 down to 32 rows; live_rows.sizes_of); 0: off.
     c.sampling.decode_attention = ""  # Decode steps' attention: "" by backend (plain on CPU,
-    #                                  pallas on one GPU, grouped else) | grouped | plain |
+    #                                  pallas on GPUs, grouped else) | grouped | plain |
     #                                  pallas (a Triton kernel over the valid slots).
 
     c.env = ml_collections.ConfigDict()  # Multi-turn episodes with a tool (docs/multiturn.md).
