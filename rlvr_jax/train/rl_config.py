@@ -100,8 +100,9 @@ class RLConfig:
         softmax(−r/T)·r instead of the exact minimum (T = 0).
       process_source: "oracle" (the task's step checkers, on the host) or "learned" (the
         per-step device terms of reward.components — `prm`, `implicit_prm` — on device;
-        docs/process_rewards.md); process_oracle_metrics: with "learned", the checkers
-        still run on the host, only to log process/step_accuracy (the drift audit).
+        docs/process_rewards.md).
+      process_oracle_metrics: with "learned", the checkers still run on the host, only to
+        log process/step_accuracy (the drift audit).
       process_scale: group estimators' process advantage divides the centred step rewards
         by their std (DeepSeekMath); False: centred only (PRIME's baseline, for dense
         implicit rewards whose spread starts near 0).
