@@ -13,6 +13,7 @@ from rlvr_jax.scoring import implicit_prm, prm
 from rlvr_jax.train import step as step_lib
 from rlvr_jax.train.state import create_train_state
 from tests import numerics
+from tests.test_process_step import completion_rows  # [B, N = 16] rows of texts.
 
 N, TP = 16, 6
 TEXTS = ["13 11 7 #### 713",   # three steps, right
@@ -21,19 +22,9 @@ TEXTS = ["13 11 7 #### 713",   # three steps, right
          "1 3 #### 713"]       # steps "1", "3"
 
 
-def _rows(tok, texts):
-    """tokens, mask [B, N]: each text's ids, then EOS (in the mask), then padding."""
-    tokens = np.full((len(texts), N), tok.pad_id, np.int32)
-    mask = np.zeros((len(texts), N), np.int32)
-    for b, text in enumerate(texts):
-        ids = tok.encode(text)[:N - 1] + [tok.eos_id]
-        tokens[b, :len(ids)], mask[b, :len(ids)] = ids, 1
-    return tokens, mask
-
-
 def _rollout(tok, texts):
     """A hand-made Rollout of `texts` after a left-padded prompt "456+257=" of TP tokens."""
-    tokens, mask = _rows(tok, texts)
+    tokens, mask = completion_rows(tok, texts)
     p = tok.encode("456+257=")[-TP:]
     pt = np.tile(np.asarray(p, np.int32), (len(texts), 1))
     return sampling.Rollout(prompt_tokens=jnp.asarray(pt),
@@ -55,7 +46,7 @@ def test_device_step_ends_are_the_oracles_placement(tok):
     oracle (`scoring.step_rewards_on_host`) puts its verdicts on; padding changes nothing."""
     task = tasks.get("arithmetic", ops=("add",), min_digits=3, max_digits=3)
     ex = task.make("add", 456, 257)
-    tokens, mask = _rows(tok, TEXTS)
+    tokens, mask = completion_rows(tok, TEXTS)
     texts = scoring.decode_completions(tok, tokens, mask)
     oracle, _ = scoring.step_rewards_on_host(texts, [ex] * len(texts), tokens, mask,
                                              step_scores=task.step_scores, tokenizer=tok)

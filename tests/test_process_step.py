@@ -19,8 +19,8 @@ from tests.reference import process_ref
 N = 16
 
 
-def _rows(tok, texts):
-    """tokens, mask [B, N]: each text's ids, then EOS (in the mask), then padding."""
+def completion_rows(tok, texts):
+    """tokens, mask [B, N = 16]: each text's ids, then EOS (in the mask), then padding."""
     tokens = np.full((len(texts), N), tok.pad_id, np.int32)
     mask = np.zeros((len(texts), N), np.int32)
     for b, text in enumerate(texts):
@@ -37,7 +37,7 @@ def test_step_rewards_land_on_the_tokens_that_end_each_step(tok):
              "13 11 8 #### 813",                     # step 3 wrong, answer wrong
              "13 11",                                # no marker: no steps
              "1 3 #### 713"]                         # steps "1", "3": both wrong -> tokens 0, 2
-    tokens, mask = _rows(tok, texts)
+    tokens, mask = completion_rows(tok, texts)
     texts = scoring.decode_completions(tok, tokens, mask)
     steps, metrics = scoring.step_rewards_on_host(texts, [ex] * 5, tokens, mask,
                                                   step_scores=task.step_scores, tokenizer=tok)
@@ -65,7 +65,7 @@ def test_sorting_comparisons_are_steps(tok):
     task = tasks.get("sorting")
     ex = task.example(0, seed=0)                     # sort 7 9 4 3 4
     texts = ["3<4<=4<7<9 #### 3 4 4 7 9", "3<4<4<7<9 #### 3 4 4 7 9"]
-    tokens, mask = _rows(tok, texts)
+    tokens, mask = completion_rows(tok, texts)
     steps, _ = scoring.step_rewards_on_host(texts, [ex] * 2, tokens, mask,
                                             step_scores=task.step_scores, tokenizer=tok)
     # Tokens: 3 < 4 <= 4 < 7 < 9: the comparisons end at tokens 2, 4, 6, 8.
