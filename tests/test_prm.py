@@ -221,3 +221,17 @@ def test_step_auroc_and_agreement_match_brute_force():
     ends[:, :10] = True
     a = pt.agreement(scores.reshape(4, 10), labels.reshape(4, 10).astype(float), ends)
     assert a["steps"] == 40 and a["accuracy"] == pytest.approx(np.mean((scores >= 0.5) == labels))
+
+
+def test_a_learned_scoring_model_is_checkpointed(model_config):
+    """The implicit PRM's φ and its optimizer state (in reward_params) are saved with the
+    run, so a resumed run continues them; a frozen scoring model is read again instead. (By
+    hand, the resumed implicit-PRM run's metrics.jsonl equals the uninterrupted one's; without
+    φ in the checkpoint it differs from the first step after the resume: docs/process_rewards.md.)"""
+    from types import SimpleNamespace
+
+    from rlvr_jax.train import resume
+    learned = SimpleNamespace(reward_model=implicit_prm.ImplicitPRM(config=model_config))
+    assert resume.frozen_fields(learned) == ("teacher_params",)
+    assert resume.frozen_fields(SimpleNamespace(reward_model=None)) == ("reward_params",
+                                                                       "teacher_params")

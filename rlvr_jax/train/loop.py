@@ -300,7 +300,7 @@ def reinforce(r: Run, params, after_warmup: Optional[Dict[str, float]] = None,
         last_eval, start = summary["after_warmup"], 0
         if resume.saving(r):  # Step 0: the warm-up is never redone once RL has started.
             adapters.save_base(r.workdir, config, state.params)  # LoRA: the base, once.
-            r.ckpt.save(0, resume.saved_part(state),
+            r.ckpt.save(0, resume.saved_part(r, state),
                         resume.checkpoint_extra(r, loader, summary, last_eval), force=True)
     bar = progress_bar(config.rl.steps, "RL", initial=start)  # Resumed steps: not in the rate.
     for i in range(start, config.rl.steps):
@@ -357,7 +357,7 @@ def after_rl_step(r: Run, step: int, state, metrics, loader, summary, last_eval)
     if r.ckpt is not None and (resume.saving(r) or last):  # Every checkpoint.every; async, atomic.
         if not resume.saving(r):  # (Else saved with step 0.)
             adapters.save_base(r.workdir, r.config, state.params)
-        r.ckpt.save(step, resume.saved_part(state),
+        r.ckpt.save(step, resume.saved_part(r, state),
                     resume.checkpoint_extra(r, loader, summary, last_eval), force=last)
     return last_eval
 
@@ -372,7 +372,7 @@ def stop_on_sigterm(r: Run, step: int, state, loader, summary, last_eval) -> Non
     r.ckpt.wait()  # A periodic save of this step may be in flight: then it is the one.
     if not resume.saving(r):  # (Else saved with step 0.)
         adapters.save_base(r.workdir, r.config, state.params)
-    r.ckpt.save(step, resume.saved_part(state),
+    r.ckpt.save(step, resume.saved_part(r, state),
                 resume.checkpoint_extra(r, loader, summary, last_eval), force=True)
     r.ckpt.close()
     r.writer.close()

@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
+from rlvr_jax import scoring
 from rlvr_jax.models import lora
 from rlvr_jax.train import adapters
 from rlvr_jax.train import workdir as workdir_lib
@@ -35,11 +36,11 @@ def restore(r, step: int, state):
     does not fit the config (or is damaged in a way its checksums could not show: one saved
     without them) raises `ConfigError` (not orbax's shape text)."""
     try:
-        restored, extra = r.ckpt.restore(step, saved_part(state))
+        restored, extra = r.ckpt.restore(step, saved_part(r, state))
         if adapters.enabled(r.config):  # The adapters, on the base saved once.
             base = adapters.restore_base(r.workdir, r.config, state.params)
             restored = restored.replace(params=lora.attach(base, restored.params))
-        return restored.replace(**{k: getattr(state, k) for k in FROZEN}), extra
+        return restored.replace(**{k: getattr(state, k) for k in frozen_fields(r)}), extra
     except (ValueError, TypeError, KeyError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise ConfigError(f"--workdir: the step-{step} checkpoint in {r.ckpt.directory} does not "
@@ -65,10 +66,19 @@ def restore_adaptive(r, resumed) -> None:
                           "--workdir") from e
 
 
-def saved_part(state):
-    """The state a checkpoint holds: all but the frozen models (`FROZEN`: read again from their
-    paths on resume) and a LoRA policy's frozen base (saved once: `adapters.save_base`)."""
-    return state.replace(params=adapters.saved_params(state.params), **dict.fromkeys(FROZEN))
+def frozen_fields(r) -> tuple:
+    """The `TrainState` fields a checkpoint leaves out: the frozen models (`FROZEN`, read
+    again from their paths on resume), but not a scoring model that learns during RL (the
+    implicit PRM's φ and its optimizer state live in `reward_params`)."""
+    learned = isinstance(r.reward_model, scoring.ImplicitPRM)
+    return tuple(k for k in FROZEN if not (learned and k == "reward_params"))
+
+
+def saved_part(r, state):
+    """The state a checkpoint holds: all but `frozen_fields(r)` and a LoRA policy's frozen
+    base (saved once: `adapters.save_base`)."""
+    return state.replace(params=adapters.saved_params(state.params),
+                         **dict.fromkeys(frozen_fields(r)))
 
 
 def saving(r) -> bool:
