@@ -269,6 +269,15 @@ class ChatTemplate:
         return self.template.format(prompt=users[0], system=systems[0] if systems else "")
 
 
+def single_token(tokenizer, text: str, what: str) -> int:
+    """The one token id `tokenizer` encodes `text` to; ValueError naming `what` (the config
+    field or role) when it is not one token."""
+    ids = tokenizer.encode(text)
+    if len(ids) != 1:
+        raise ValueError(f"{what}: {text!r} is {len(ids)} tokens {ids}, not one")
+    return int(ids[0])
+
+
 def load_tokenizer(name_or_path: str | os.PathLike = "builtin", *,
                    chat_template: str | None = None) -> Tokenizer:
     """``"builtin"`` (the shipped synthetic-task sentencepiece model), a ``.model`` file, a

@@ -9,7 +9,8 @@ policy π_prox the clip is centred on, and the policy π_θ being trained. Shape
 import jax
 import jax.numpy as jnp
 
-from rlvr_jax.losses.policy import _log_ratio, _mask, ppo_clip, truncated_importance_weights
+from rlvr_jax.losses.kl import kl
+from rlvr_jax.losses.policy import _mask, ppo_clip, truncated_importance_weights
 from rlvr_jax.numerics import masked_mean
 
 
@@ -47,12 +48,12 @@ def mismatch_kl(logp, sampler_logp, mask):
     """Mean over valid tokens of the k3 estimate of KL(μ‖π) from tokens μ sampled.
 
     Formula: `d_t = logp_t − sampler_logp_t` (clamped to ±20), `k3_t = e^{d_t} − 1 − d_t ≥ 0`
-    (Schulman's unbiased, non-negative estimator); 0 when the two agree.
+    (Schulman's unbiased, non-negative estimator; `losses.kl`'s k3 with μ in the policy's
+    place); 0 when the two agree.
 
     Args: logp, sampler_logp: `[B, T]` log-probs (no gradient is taken); mask: `[B, T]`.
     Returns: a float32 scalar.
     """
-    m = _mask(mask, jnp.shape(logp))
     sg = jax.lax.stop_gradient
-    _, d = _log_ratio(sg(logp), sg(sampler_logp), m)
-    return masked_mean(jnp.exp(d) - 1.0 - d, m)
+    k3 = kl(sg(sampler_logp), sg(logp), kind="k3", mask=mask)
+    return masked_mean(k3, _mask(mask, jnp.shape(logp)))

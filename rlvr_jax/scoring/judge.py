@@ -39,6 +39,7 @@ from typing import Dict, Tuple
 import jax
 import jax.numpy as jnp
 
+from rlvr_jax.data.tokenizers import single_token
 from rlvr_jax.models import transformer
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.scoring.reward_model import scores_in_slices
@@ -97,14 +98,6 @@ def split_template(template: str) -> Tuple:
         raise ValueError(f"judge template: must end with literal text after its last "
                          f"placeholder (the verdict token follows it), got {template!r}")
     return tuple(p if i % 2 else ("text", p) for i, p in enumerate(pieces) if i % 2 or p)
-
-
-def single_token(tokenizer, text: str, what: str) -> int:
-    """The one token id of `text`; ValueError naming `what` when it is not one token."""
-    ids = tokenizer.encode(text)
-    if len(ids) != 1:
-        raise ValueError(f"{what}: {text!r} is {len(ids)} tokens {ids}, not one")
-    return int(ids[0])
 
 
 def make_judge(config: ModelConfig, tokenizer, *, template: str = DEFAULT_TEMPLATE,

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 
 from rlvr_jax import sampling
 from rlvr_jax.advantages.process import min_form_rewards
+from rlvr_jax.data.tokenizers import single_token
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.reward_model import token_scores
 from rlvr_jax.scoring.process import StepRewards
@@ -163,14 +164,6 @@ def prm_term(setup, weight):
             metrics.update(oracle_agreement(p, ends, x.host_steps))
         return StepRewards(values=values, ends=ends), metrics
     return fn
-
-
-def single_token(tokenizer, text: str, field: str) -> int:
-    """The one id `tokenizer` encodes `text` to; ValueError naming `field` otherwise."""
-    ids = list(tokenizer.encode(text))
-    if len(ids) != 1:
-        raise ValueError(f"{field}: {text!r} encodes to {len(ids)} tokens {ids}, not one")
-    return ids[0]
 
 
 def open_prm(path: str, tokenizer, *, weight: float = 1.0, form: str = "sum",

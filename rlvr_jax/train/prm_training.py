@@ -29,9 +29,10 @@ import numpy as np
 import optax
 
 from rlvr_jax import sampling
+from rlvr_jax.data.tokenizers import single_token
 from rlvr_jax.models import reward_model as rm_lib
 from rlvr_jax.models.config import ModelConfig
-from rlvr_jax.scoring.prm import boundary_ids, device_step_ends, single_token
+from rlvr_jax.scoring.prm import boundary_ids, device_step_ends
 from rlvr_jax.scoring.process import place_steps
 from rlvr_jax.scoring.score import decode_completions
 
