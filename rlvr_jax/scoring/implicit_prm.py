@@ -15,8 +15,8 @@ a step), summed into the completion's reward by default or, with `rl.process_sou
 of L on the same rollout (PRIME updates φ before scoring; here φ scored this step's rollout
 as it was, a lag of one step) — the step calls it through `Scorer.learn`. φ, π_ref (both
 the policy at the start of RL) and φ's optimizer state live in `TrainState.reward_params`
-as {"phi", "ref", "opt"}; like every scoring model's they are not checkpointed (a resumed
-run starts φ again from the resumed policy).
+as {"phi", "ref", "opt"}; unlike a frozen scoring model's they are checkpointed with the run
+(`train/resume.frozen_fields`), so a resumed run continues φ.
 """
 import dataclasses
 from typing import Any, Dict, Tuple

@@ -8,7 +8,8 @@ import optax
 
 from rlvr_jax.models import lora
 
-# The frozen models of a state, never checkpointed (read again from their paths on resume).
+# The frozen models of a state, not checkpointed (read again from their paths on resume); a
+# scoring model that learns (the implicit PRM) is: `train/resume.frozen_fields`.
 FROZEN = ("reward_params", "teacher_params")
 
 
@@ -30,8 +31,9 @@ class TrainState:
         consumed (restored on resume).
       kl_coef: float32 scalar β of an adaptive KL-in-reward coefficient (None unless
         `rl.kl_target` is set; None adds no leaf, so older checkpoints still restore).
-      reward_params: frozen parameters of a reward model scored inside the RL step
-        (`scoring.RewardModel`; never updated), or None (no leaf).
+      reward_params: the parameters of the run's one scoring model, scored inside the RL
+        step: frozen (a reward model, judge or PRM: never updated) or, for PRIME's implicit
+        PRM, {"phi", "ref", "opt"} updated online (`scoring.implicit_prm`); None: no leaf.
       teacher_params: a frozen distillation teacher (`train.distill.Teacher`; rl.teacher),
         or None; never checkpointed.
     """
