@@ -57,15 +57,12 @@ class Traces:
 
 
 def encode_prompts(tokenizer, examples: Sequence, max_prompt_len: int):
-    """(tokens, mask) [P, Tp] int32 of the examples' prompts with BOS, left-padded."""
-    tokens = np.full((len(examples), max_prompt_len), tokenizer.pad_id, np.int32)
-    mask = np.zeros(tokens.shape, np.int32)
-    for i, ex in enumerate(examples):
-        ids = tokenizer.encode(ex.prompt, add_bos=True)
-        if len(ids) > max_prompt_len:
-            raise ValueError(f"prompt {ex.prompt!r} has {len(ids)} tokens > {max_prompt_len}")
-        tokens[i, max_prompt_len - len(ids):], mask[i, max_prompt_len - len(ids):] = ids, 1
-    return tokens, mask
+    """(tokens, mask) [P, Tp] int32 of the examples' prompts with BOS, left-padded to
+    Tp = max_prompt_len (`Tokenizer.encode_batch`; a longer prompt raises ValueError)."""
+    tokens, lengths = tokenizer.encode_batch([ex.prompt for ex in examples],
+                                             max_len=max_prompt_len, pad_to=max_prompt_len)
+    mask = np.arange(max_prompt_len)[None, :] >= max_prompt_len - lengths[:, None]
+    return tokens, mask.astype(np.int32)
 
 
 def _generate(params, tokens, mask, seed, *, model_config, sc, chunk):
