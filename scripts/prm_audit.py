@@ -82,14 +82,6 @@ def drift(run_dirs) -> dict:
     return out
 
 
-def _ema(values, weight=0.8):
-    out, last = [], None
-    for v in values:
-        last = v if last is None else weight * last + (1 - weight) * v
-        out.append(last)
-    return out
-
-
 def _title(run_dir: str) -> str:
     """The run's components and seed from its config.json, else its path's tail."""
     try:
@@ -105,10 +97,13 @@ def plot(result: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from plot import ema  # scripts/plot.py
     fig, axes = plt.subplots(1, len(result), figsize=(4 * len(result), 3), squeeze=False)
     for ax, (d, res) in zip(axes[0], result.items()):
         for key in (PRM_KEY, ORACLE_KEY, AGREE_KEY):
-            line, = ax.plot(res[key]["steps"], _ema(res[key]["values"]), label=key)
+            values = [math.nan if v is None else v for v in res[key]["values"]]
+            line, = ax.plot(res[key]["steps"], ema(values, 0.8), label=key)
             ax.plot(res[key]["steps"], res[key]["values"], color=line.get_color(), alpha=0.2)
         ax.set_title(_title(d), fontsize=7)
         ax.set_xlabel("RL step")
