@@ -17,7 +17,6 @@ agreement with the oracle on the training traces). `--out` holds a
 `*ForSequenceClassification` directory for `reward.prm_path`, and `metrics.json`.
 """
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -33,10 +32,8 @@ def _config(args):
         from rlvr_jax import lab
         finding = lab.load(args.finding)
         return finding.base(), finding.warmup
-    spec = importlib.util.spec_from_file_location("prm_config", args.config)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(), None
+    from rlvr_jax.train.cli import load_config_file
+    return load_config_file(args.config), None
 
 
 def policy(config, seed: int, work: str, criterion):

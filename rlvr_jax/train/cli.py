@@ -193,12 +193,13 @@ def _first_line(e: BaseException) -> str:
 
 
 def script_main(main: Callable[[], object]) -> None:
-    """Runs a script's `main()` (the other `scripts/*.py`): a missing file or a bad value
-    (`FileNotFoundError`, `ValueError`) ends the script with one `error:` line on stderr
-    and exit status 2; `RLVR_JAX_DEBUG=1` in the environment shows the traceback too."""
+    """Runs a script's `main()` (the other `scripts/*.py`): a missing file, a bad value or a
+    bad config file (`FileNotFoundError`, `ValueError`, `UsageError`) ends the script with
+    one `error:` line on stderr and exit status 2; `RLVR_JAX_DEBUG=1` in the environment
+    shows the traceback too."""
     try:
         main()
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, UsageError) as e:
         sys.exit(_report(e, 2, os.environ.get("RLVR_JAX_DEBUG") == "1"))
 
 
