@@ -20,7 +20,7 @@ How it runs:
   3. Decode: a `lax.while_loop` feeds one token per row per step and stops when every row
      has produced a stop token or N tokens. Finished rows are fed `pad_id`, masked out of
      attention. From 128 new tokens on (or with `cache_window > 0`) it runs in phases over
-     a cache that grows by `cache_window` slots per phase (`auto_cache_window`).
+     a cache that grows by `cache_window` slots per phase (`cache_phases`).
   4. Compaction (`compact_ratio`, on from 128 new tokens): once the live rows fit a smaller
      batch, the loop continues on them only, at the full cache size, each keeping its
      original row id for its sampling noise and its place in the outputs (`live_rows`).
@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import live_rows
+from rlvr_jax import cache_phases, live_rows
 from rlvr_jax.models import decode_attention, decoding
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.token_sampling import sample_tokens
@@ -68,7 +68,8 @@ class SamplingConfig:
       cache_window: if > 0, decode in phases whose cache grows by this many slots, so
         attention reads only about the filled part (one compiled loop body per phase, one
         cache copy between phases). 0 = one loop over the full cache. None (default) =
-        `auto_cache_window(max_new_tokens)`: on CPU 4 phases from 128 new tokens, 8 from 512.
+        `cache_phases.auto_cache_window(max_new_tokens)`: on CPU 4 phases from 128 new
+        tokens, 8 from 512.
       max_length: optional cap on prompt + new tokens (the cache size); longer prompts are
         rejected by `validate_prompts`.
       vocab_limit: if 0 < vocab_limit < V, ids >= vocab_limit are never drawn (a model
@@ -154,7 +155,11 @@ class Rollout:
         observation belongs to the turn it answers); None for single-turn rollouts.
       decode_steps: [B] int32, the loop steps (the first token's included) each row was
         carried through: its tokens plus the steps it idled after its end, until the loop
-        ended or compaction dropped it (`live_rows.useful_fraction`); None if multi-turn."""
+        ended or compaction dropped it (`live_rows.useful_fraction`); None if multi-turn.
+      fork_parent: tree rollouts only (`SamplingConfig.tree`): [B] int32, the row this row
+        was copied from when it was forked (a row of the same prompt), itself for a root.
+      fork_at: tree rollouts only: [B] int32, the leading completion tokens (and their
+        log-probs) this row shares with `fork_parent` by copy; 0 for a root."""
     tokens: jax.Array
     mask: jax.Array
     logprobs: jax.Array
@@ -165,6 +170,8 @@ class Rollout:
     loss_mask: Optional[jax.Array] = None
     turn_ids: Optional[jax.Array] = None
     decode_steps: Optional[jax.Array] = None
+    fork_parent: Optional[jax.Array] = None
+    fork_at: Optional[jax.Array] = None
 
     @property
     def model_mask(self) -> jax.Array:
@@ -281,46 +288,6 @@ def _length_cap(model_config, sampling_config) -> int:
 
 
 # ----------------------------------------------------------------------------- generate
-
-AUTO_WINDOW_MIN_TOKENS = 128  # Shorter completions decode in one phase by default.
-
-
-def auto_cache_window(max_new_tokens: int, backend: Optional[str] = None) -> int:
-    """The phase width `cache_window=None` stands for on `backend` (default: JAX's): on CPU
-    0 (one phase) below `AUTO_WINDOW_MIN_TOKENS` new tokens, else W = ceil((N - 1) / k), k = 4
-    phases (8 from N = 512) over caches of Tp + W, …, Tp + N - 1 slots (a step reads about
-    N / 2k unfilled slots, not N / 2; CPU cost model, qwen2.5-0.5b, 256 rows: 8 phases 1.44×
-    the byte minimum, 4: 1.48). Elsewhere 0: each phase is one more compiled loop body (8 at
-    qwen2.5-0.5b: over 110 s on an H200; 4: +11% tokens/s on an H100 with "grouped")."""
-    if max_new_tokens < AUTO_WINDOW_MIN_TOKENS or (backend or jax.default_backend()) != "cpu":
-        return 0
-    phases = 8 if max_new_tokens >= 512 else 4
-    return -(-(max_new_tokens - 1) // phases)
-
-
-def cache_window_setting(value: int) -> Optional[int]:
-    """An int `cache_window` setting as configs and command lines write it (-1: automatic,
-    0: one phase, W > 0: phases of W slots) as `SamplingConfig` takes it (-1 -> None);
-    raises ValueError below -1."""
-    if value < -1:
-        raise ValueError(f"must be -1 (automatic), 0 (one phase) or a number of slots > 0, "
-                         f"got {value}")
-    return None if value == -1 else value
-
-
-def cache_window_of(sc: "SamplingConfig") -> int:
-    """The phase width `generate` uses: `sc.cache_window`, or the automatic one if None."""
-    return auto_cache_window(sc.max_new_tokens) if sc.cache_window is None else sc.cache_window
-
-
-def _cache_phases(tp: int, n: int, window: int) -> Tuple[int, ...]:
-    """Cache sizes of the decode phases; the last is Tp + N - 1 (enough for N tokens)."""
-    full = tp + n - 1
-    if window <= 0:
-        return (full,)
-    sizes = list(range(tp + window, full, window)) + [full]
-    return tuple(sizes)
-
 
 def decode_step(prepared, state: live_rows.DecodeState, step_key, *,
                 model_config: ModelConfig, sampling_config: SamplingConfig):
@@ -462,7 +429,7 @@ def _decode(prepared, state, step_key, tp: int, mc: ModelConfig, sc: SamplingCon
 
     n = sc.max_new_tokens
     phases = tuple((size, min(n, size - tp + 1))  # Steps t < size - Tp + 1 fit `size` slots.
-                   for size in _cache_phases(tp, n, cache_window_of(sc)))
+                   for size in cache_phases.cache_sizes(tp, n, cache_phases.cache_window_of(sc)))
     sizes = live_rows.sizes_of(state.done.shape[0], sc)
     return live_rows.decode(body, state, phases, sizes, sc.num_samples)
 

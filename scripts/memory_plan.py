@@ -84,7 +84,7 @@ def main():
     args = parser.parse_args()
     if args.run and not args.here:
         parser.error("--run needs --here (it runs on this process's backend)")
-    from rlvr_jax.sampling import cache_window_setting  # Imports jax: after parsing.
+    from rlvr_jax.cache_phases import cache_window_setting  # Imports jax: after parsing.
     try:
         window = cache_window_setting(args.cache_window)
     except ValueError as e:

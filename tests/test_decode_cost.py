@@ -3,7 +3,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from rlvr_jax import sampling
+from rlvr_jax import cache_phases, sampling
 from rlvr_jax.perf import decode_cost
 
 
@@ -44,7 +44,7 @@ def test_rollout_cost_sums_its_phases(tiny_config):
     kw = dict(prompts=2, samples=2, prompt_len=8, new_tokens=128)
     auto = decode_cost.rollout_cost(tiny_config, **kw)
     single = decode_cost.rollout_cost(tiny_config, cache_window=0, **kw)
-    assert auto["cache_window"] == sampling.auto_cache_window(128) == 32
+    assert auto["cache_window"] == cache_phases.auto_cache_window(128) == 32
     assert [size for size, _ in auto["phases"]] == [40, 72, 104, 135]
     assert sum(steps for _, steps in auto["phases"]) == 127 == single["phases"][0][1]
     assert auto["minimum_bytes"] == pytest.approx(single["minimum_bytes"])

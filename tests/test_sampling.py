@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax import live_rows, sampling, token_sampling
+from rlvr_jax import cache_phases, live_rows, sampling, token_sampling
 from rlvr_jax.models import sequence_logprobs, transformer
 from rlvr_jax.sampling import SamplingConfig
 
@@ -130,7 +130,7 @@ def test_greedy_logprobs_match_training_forward(tiny_params, tiny_config, greedy
 def test_phased_cache_window_gives_the_same_greedy_output(tiny_params, tiny_config,
                                                          greedy_rollout, greedy_config):
     sc = greedy_config.replace(cache_window=3)  # Cache sizes 9, 12 (= Tp + N - 1).
-    assert sampling._cache_phases(6, N, 3) == (9, 12)
+    assert cache_phases.cache_sizes(6, N, 3) == (9, 12)
     rollout = sampling.jit_generate(tiny_params, PROMPTS, PROMPT_MASK, jax.random.PRNGKey(0),
                                     model_config=tiny_config, sampling_config=sc)
     np.testing.assert_array_equal(rollout.tokens, greedy_rollout.tokens)
@@ -138,23 +138,23 @@ def test_phased_cache_window_gives_the_same_greedy_output(tiny_params, tiny_conf
 
 
 def test_automatic_cache_window_picks_four_phases_from_128_and_eight_from_512_new_tokens():
-    assert [sampling.auto_cache_window(n) for n in (1, 127, 128, 130, 200, 511, 512, 1024)] == \
+    assert [cache_phases.auto_cache_window(n) for n in (1, 127, 128, 130, 200, 511, 512, 1024)] == \
         [0, 0, 32, 33, 50, 128, 64, 128]
     for n in range(128, 2100, 7):  # Always 4 (8 from N = 512) phases of about equal length.
-        sizes = (10,) + sampling._cache_phases(10, n, sampling.auto_cache_window(n))
+        sizes = (10,) + cache_phases.cache_sizes(10, n, cache_phases.auto_cache_window(n))
         lengths = np.diff(sizes)
         assert len(lengths) == (8 if n >= 512 else 4), (n, sizes)
         assert lengths.max() - lengths.min() <= len(lengths) - 1, (n, sizes)  # ceil(/k).
-    assert sampling.cache_window_of(SamplingConfig(max_new_tokens=128)) == 32  # None: auto.
-    assert sampling.cache_window_of(SamplingConfig(max_new_tokens=128, cache_window=0)) == 0
-    assert sampling._cache_phases(32, 128, 32) == (64, 96, 128, 159)
-    assert sampling._cache_phases(32, 100, sampling.auto_cache_window(100)) == (131,)
+    assert cache_phases.cache_window_of(SamplingConfig(max_new_tokens=128)) == 32  # None: auto.
+    assert cache_phases.cache_window_of(SamplingConfig(max_new_tokens=128, cache_window=0)) == 0
+    assert cache_phases.cache_sizes(32, 128, 32) == (64, 96, 128, 159)
+    assert cache_phases.cache_sizes(32, 100, cache_phases.auto_cache_window(100)) == (131,)
     assert SamplingConfig(cache_window=np.int64(8)).cache_window == 8
-    assert [sampling.cache_window_setting(v) for v in (-1, 0, 8)] == [None, 0, 8]  # Configs.
+    assert [cache_phases.cache_window_setting(v) for v in (-1, 0, 8)] == [None, 0, 8]  # Configs.
     with pytest.raises(ValueError, match="must be -1"):
-        sampling.cache_window_setting(-2)
+        cache_phases.cache_window_setting(-2)
     # Off CPU one phase: each phase is one more compiled loop body.
-    assert [sampling.auto_cache_window(n, "gpu") for n in (127, 128, 512)] == [0, 0, 0]
+    assert [cache_phases.auto_cache_window(n, "gpu") for n in (127, 128, 512)] == [0, 0, 0]
 
 
 def test_automatic_phases_sample_what_one_phase_samples(tiny_params, tiny_config):

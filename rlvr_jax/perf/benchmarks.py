@@ -32,7 +32,7 @@ def sample_command(args):
     useful fraction of the decode work and real tokens/s."""
     import jax
     import jax.numpy as jnp
-    from rlvr_jax import live_rows, sampling
+    from rlvr_jax import cache_phases, live_rows, sampling
     from rlvr_jax.models import decode_attention, transformer
 
     real = args.lengths == "real"
@@ -57,7 +57,7 @@ def sample_command(args):
         "benchmark": "sample", "preset": args.preset, "dtype": args.dtype,
         "prompts": args.prompts, "samples": args.samples, "sequences": args.prompts * args.samples,
         "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "lengths": args.lengths,
-        "force_length": args.force_length, "cache_window": sampling.cache_window_of(sc),
+        "force_length": args.force_length, "cache_window": cache_phases.cache_window_of(sc),
         "decode_attention": sc.attention_impl or decode_attention.default_impl(),
         "batch_sizes": live_rows.sizes_of(args.prompts * args.samples, sc),
         "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
@@ -169,9 +169,9 @@ def decode_cost_command(args):
 
 def _window_flag(flag: int):
     """`--cache-window` as `SamplingConfig.cache_window` takes it (-1: automatic)."""
-    from rlvr_jax import sampling
+    from rlvr_jax import cache_phases
     try:
-        return sampling.cache_window_setting(flag)
+        return cache_phases.cache_window_setting(flag)
     except ValueError as e:
         raise ValueError(f"--cache-window {e}") from None
 

@@ -179,7 +179,7 @@ def step_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int, 
 def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int,
                  cache_window: Optional[int] = None) -> Dict[str, float]:
     """Every decode step of a rollout that generates all N tokens (steps 1 … N - 1), with
-    the sampler's cache phases for `cache_window` (None: `sampling.auto_cache_window`):
+    the sampler's cache phases for `cache_window` (None: `cache_phases.auto_cache_window`):
     one compile per phase, its step's bytes counted once per step it runs, plus the cache
     copies into each phase's cache (`decoding.resize_cache`, the first from the P prompts'
     prefill cache, repeated G times).
@@ -188,15 +188,15 @@ def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: in
     "bytes_gather_rows", "resize_bytes" (included in both), "minimum_bytes" (summed over
     the steps), "ratio", "ratio_gather_rows", "bytes_per_step", "minimum_per_step"}.
     """
-    from rlvr_jax import sampling
+    from rlvr_jax import cache_phases, sampling
     sc = sampling.SamplingConfig(max_new_tokens=new_tokens, cache_window=cache_window)
-    window = sampling.cache_window_of(sc)
+    window = cache_phases.cache_window_of(sc)
     rows = prompts * samples
     prepared = _prepared(mc)
     weights, kv_slot, logits = _minimum_parts(mc, prepared, rows)
     steps_total, rows_total, minimum, resize, start, phases = 0.0, 0.0, 0.0, 0.0, 1, []
     slots, cache_rows = prompt_len, prompts  # The prefill cache.
-    for size in sampling._cache_phases(prompt_len, new_tokens, window):
+    for size in cache_phases.cache_sizes(prompt_len, new_tokens, window):
         limit = min(new_tokens, size - prompt_len + 1)  # As `generate`: steps t < limit.
         resize += _resize(mc, cache_rows, slots, size, repeats=rows // cache_rows)
         slots, cache_rows = size, rows

@@ -10,7 +10,8 @@ from typing import Tuple
 import jax
 import numpy as np
 
-from rlvr_jax import distributed, evaluation, models, multiturn, sampling, scoring, sharding
+from rlvr_jax import (cache_phases, distributed, evaluation, models, multiturn, sampling, scoring,
+                      sharding)
 from rlvr_jax.data import datasets, files
 from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
@@ -330,7 +331,7 @@ def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
         temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
         max_new_tokens=s.max_new_tokens, stop_token_ids=(tokenizer.eos_id,),
         num_samples=config.rl.num_samples, pad_id=tokenizer.pad_id,
-        cache_window=sampling.cache_window_setting(s.cache_window),
+        cache_window=cache_phases.cache_window_setting(s.cache_window),
         compact_ratio=None if s.get("compact_ratio", -1.0) == -1 else s.compact_ratio,
         attention_impl=s.get("decode_attention", "") or None,
         vocab_limit=tokenizer.vocab_size)  # Ids the tokenizer cannot decode: never drawn.

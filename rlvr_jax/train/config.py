@@ -183,7 +183,7 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     c.sampling.cache_window = -1     # Decode in phases over a cache growing by this many slots
     #                                  (reads less of the unfilled cache; one compiled loop per
     #                                  phase). -1: automatic (CPU: 4 phases from 128 new tokens,
-    #                                  8 from 512; GPU/TPU: 1; sampling.auto_cache_window); 0: one.
+    #                                  8 from 512; GPU/TPU: 1; cache_phases.auto_cache_window); 0: one.
     c.sampling.compact_ratio = -1.0  # Once the live rows fit in this fraction of the batch,
     #                                  decode them only (what each row samples is unchanged).
     #                                  -1: automatic (from 128 new tokens, CPU: 0.7; GPU/TPU:

@@ -12,7 +12,7 @@ with the builders and raise `ConfigError` too (`user_input`).
 """
 import os
 
-from rlvr_jax import multiturn, sampling, sharding, tasks
+from rlvr_jax import cache_phases, multiturn, sampling, sharding, tasks
 from rlvr_jax.models import config as model_config_lib
 from rlvr_jax.models import decode_attention
 from rlvr_jax.models import presets
@@ -181,7 +181,7 @@ def _check_sampling(config) -> None:
     except ValueError as e:
         raise _field_error(e, "sampling", num_samples="rl.num_samples") from e
     try:
-        sampling.cache_window_setting(s.cache_window)
+        cache_phases.cache_window_setting(s.cache_window)
     except ValueError as e:
         _fail("sampling.cache_window", str(e))
     ratio = s.get("compact_ratio", -1.0)
