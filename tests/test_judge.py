@@ -179,7 +179,8 @@ def test_open_from_an_hf_directory(setup, tok, tmp_path):
         "model": {"dtype": "float32", "param_dtype": "float32"},
         "data": {"max_prompt_len": TP}, "sampling": {"max_new_tokens": N},
         "reward": {"judge_path": str(tmp_path), "judge_template": TEMPLATE, "judge_yes": "y",
-                   "judge_no": "n", "judge_microbatches": 1, "judge_unique_fraction": 1.0}})
+                   "judge_no": "n", "judge_microbatches": 1, "judge_unique_fraction": 1.0,
+                   "judge_samples": 0}})
     judge = judges.open_judge(config, tok, weight=0.5)
     assert judge.weight == 0.5 and judge.config.n_layers == 3
     placer = Placer(sharding.make_mesh({"data": 1, "fsdp": 1, "tensor": 1},
@@ -245,3 +246,121 @@ def test_identical_completions_are_judged_once(setup, tok, fraction):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
     with pytest.raises(ValueError, match="unique_fraction"):
         scoring.make_judge(jc, tok, template=TEMPLATE, unique_fraction=0.0)
+
+
+RUBRIC_TEMPLATE = "Q: {question} A: {answer} Check: {criterion} ok? "
+RUBRICS = ([{"criterion": "sum right", "weight": 3}, ["digits", 1.5], ["says 7", -2]],
+           [["short", 1]])  # Prompts alternate between them; the second has 2 absent slots.
+
+
+def test_a_rubric_is_the_weighted_sum_of_its_criteria(setup, tok):
+    """A {criterion} judge reads one row per criterion, each equal (padding dropped) to the
+    compact text with that criterion spelt in; the reward is Σ w P / Σ max(w, 0) of float64
+    P(yes) from those texts' logits; absent criteria (weight 0) count nothing."""
+    from rlvr_jax.data import rubrics
+    rollout, answers, jc, jp = setup
+    examples = [tasks.Example(prompt="", answer="", solution="", task="", key=f"k{i}",
+                              split="", meta={"rubric": RUBRICS[i % 2]}) for i in range(P)]
+    arrays = rubrics.rubric_arrays(examples, tok, field="rubric", size=3, max_tokens=12)
+    rubric = scoring.Rubric.of_batch({k: jnp.asarray(v) for k, v in arrays.items()}, G)
+    judge = scoring.make_judge(jc, tok, template=RUBRIC_TEMPLATE, yes="y", no="n")
+    assert judge.rubric
+    got = np.asarray(jax.jit(lambda r, u: scoring.judge_scores(jp, r, judge=judge, rubric=u))(
+        rollout, rubric))
+    tokens, mask = judge_lib.judge_inputs(judge, rollout, rubric=rubric)
+    rows, weights = [], []
+    for b in range(P * G):
+        q = [int(t) for t, m in zip(rollout.prompt_tokens[b], rollout.prompt_mask[b])
+             if m and t != tok.bos_id]
+        a = [int(t) for t, m in zip(rollout.tokens[b], rollout.mask[b]) if m and t != tok.eos_id]
+        crit = rubrics.parse_rubric(RUBRICS[(b // G) % 2], "rubric")
+        for k in range(3):
+            text, w = crit[k] if k < len(crit) else ("", 0.0)
+            ids = [tok.bos_id] + tok.encode(RUBRIC_TEMPLATE.format(
+                question=tok.decode(q), answer=tok.decode(a), criterion=text))
+            assert list(np.asarray(tokens[b * 3 + k])[np.asarray(mask[b * 3 + k]) == 1]) == ids
+            rows.append(ids)
+            weights.append(w)
+    p, logit_atol, _ = _reference_p(jp, jc, rows, judge)
+    w = np.asarray(weights).reshape(P * G, 3)
+    want = np.sum(w * p.reshape(P * G, 3), 1) / np.sum(np.maximum(w, 0), 1)
+    # Each p_k within the sigmoid bound of the earlier tests (relative ≤ 2.1·logit bound +
+    # float32 rounding); the combination sums |w_k|·|Δp_k| over Σ max(w, 0) ≥ 1 (weights
+    # and the float32 sum of ≤ 3 terms: 3 ulps of the result).
+    rtol = 2.1 * logit_atol + numerics.ref_atol(2, 1.0, transcendentals=2)
+    atol = np.sum(np.abs(w) * p.reshape(P * G, 3), 1) * rtol + numerics.ref_atol(3, 1.0)
+    assert np.std(want) > 1e-3
+    np.testing.assert_array_less(np.abs(got - want), atol)
+    with pytest.raises(ValueError, match="no rubric"):
+        judge_lib.judge_inputs(judge, rollout)
+
+
+@pytest.mark.parametrize("value, message", [
+    ([], "non-empty list"), ([["x", True]], "finite number"), ([{"criterion": "x"}], "expected"),
+    ([["", 1]], "non-empty string"), ([["a", 1]] * 4, "4 criteria, more than"),
+    ([["a" * 13, 1]], "13 tokens, more than"),
+])
+def test_bad_rubrics_are_one_line_errors(tok, value, message):
+    from rlvr_jax.data import rubrics
+    ex = tasks.Example(prompt="", answer="", solution="", task="", key="row7", split="",
+                       meta={"rubric": value})
+    with pytest.raises(ValueError, match=message) as e:
+        rubrics.rubric_arrays([ex], tok, field="rubric", size=3, max_tokens=12)
+    assert "row7" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_sampled_verdicts_estimate_p_yes(setup, tok):
+    """judge.samples = k: the term's reward is the share of k Bernoulli(P(yes)) draws, a
+    multiple of 1/k, seeded by the rollout (the same rollout, the same draws); over k = 4096
+    its mean error is within 5 standard errors (σ ≤ 1/2 / √k per row)."""
+    rollout, answers, jc, jp = setup
+    x = scoring.Inputs(rollout, answers=answers, verdicts=jnp.zeros(P * G), group_size=G,
+                       reward_params=jp)
+    p = np.asarray(scoring.judge_scores(jp, rollout, answers, judge=scoring.make_judge(
+        jc, tok, template=TEMPLATE, yes="y", no="n")))
+    for k in (3, 4096):
+        judge = scoring.make_judge(jc, tok, template=TEMPLATE, yes="y", no="n", samples=k)
+        fn = judge_lib.judge_term(scoring.Setup(None, reward_model=judge), 1.0)
+        term = jax.jit(lambda r: fn(jnp.zeros(P * G), x.replace(rollout=r)))
+        got, metrics = term(rollout)
+        got = np.asarray(got)
+        np.testing.assert_array_equal(got, np.asarray(term(rollout)[0]))
+        np.testing.assert_allclose(got * k, np.round(got * k), atol=1e-3)  # Multiples of 1/k.
+        np.testing.assert_allclose(np.asarray(metrics["reward/judge"]), p.mean(), rtol=1e-6)
+    assert np.abs(got - p).max() < 5 * 0.5 / np.sqrt(4096)
+    with pytest.raises(ValueError, match="samples"):
+        scoring.make_judge(jc, tok, template=TEMPLATE, samples=-1)
+
+
+def test_a_rubric_run_from_a_jsonl_file(setup, tmp_path, capsys, monkeypatch):
+    """The README's path: rows with a `rubric` field, a {criterion} judge (an HF directory)
+    beside the math verifier at weight 0: one RL step runs and logs the judge's reward; a
+    template reading {criterion} without data.rubric_field is a one-line error, exit 2."""
+    import json
+    import os
+    from rlvr_jax.train import cli
+    from rlvr_jax.train.logging import read_metrics
+    _, _, jc, jp = setup
+    hf.save_hf_checkpoint(jp, jc, str(tmp_path / "judge"))
+    path = tmp_path / "rubric.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"{i}+{i}=", "answer": str(2 * i),
+                                        "rubric": RUBRICS[i % 2]}) + "\n" for i in range(24)))
+    quick = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         "configs", "quickstart.py")
+    args = ["--config", quick, "--config.data.source=jsonl", f"--config.data.path={path}",
+            "--config.reward.components=math,judge", "--config.reward.weights=0,1",
+            f"--config.reward.judge_path={tmp_path / 'judge'}", "--config.reward.judge_yes=y",
+            f"--config.reward.judge_template={RUBRIC_TEMPLATE}", "--config.reward.judge_no=n",
+            "--config.data.rubric_size=3", "--config.data.rubric_tokens=12",
+            "--config.sft.steps=0", "--config.rl.steps=1", "--config.rl.num_prompts=4",
+            "--config.eval.every=0", "--config.eval.num_prompts=2", "--config.eval.batch_size=2",
+            "--config.reward.num_workers=0"]
+    monkeypatch.setenv("RLVR_JAX_NO_PROGRESS", "1")
+    capsys.readouterr()
+    assert cli.main(args + ["--workdir", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err.startswith("error: reward.judge_template: reads {criterion}")
+    status = cli.main(args + ["--workdir", str(tmp_path / "run"),
+                              "--config.data.rubric_field=rubric"])
+    assert status == 0, capsys.readouterr().err
+    rec = [r for r in read_metrics(str(tmp_path / "run" / "metrics.jsonl")) if "reward/judge" in r]
+    assert rec and 0.0 < rec[0]["reward/judge"] < 1.0

@@ -33,7 +33,7 @@ from rlvr_jax.scoring.reward_model import (RewardModel, check_reward_model_path,
                                            load_reward_params, open_reward_model,
                                            reward_model_metrics, reward_model_scores)
 from rlvr_jax.scoring.shaping import kl_in_reward, overlong
-from rlvr_jax.scoring.judge import Judge, judge_scores, make_judge
+from rlvr_jax.scoring.judge import Judge, Rubric, judge_scores, make_judge
 from rlvr_jax.scoring.prm import ProcessRewardModel, open_prm
 from rlvr_jax.scoring.implicit_prm import ImplicitPRM
 from rlvr_jax.scoring.terms import TERMS, Inputs, Setup, Term
@@ -52,7 +52,7 @@ __all__ = ["Verifier", "VERIFIERS", "choose_verifier", "task_verifier", "math_ve
            "decode_completions",
            "RewardModel", "reward_model_scores", "reward_model_metrics",
            "check_reward_model_path", "open_reward_model", "load_reward_params",
-           "Judge", "make_judge", "judge_scores", "ProcessRewardModel", "open_prm",
+           "Judge", "Rubric", "make_judge", "judge_scores", "ProcessRewardModel", "open_prm",
            "ImplicitPRM",
            "noisy", "backward_corrected", "majority", "self_certainty",
            "answer_span_mask", "StepRewards", "step_rewards_on_host"]

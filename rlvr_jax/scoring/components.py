@@ -92,6 +92,9 @@ def check_judge(reward, names) -> None:
         if reward.judge_microbatches < 1:
             raise ValueError(f"reward.judge_microbatches: must be >= 1, got "
                              f"{reward.judge_microbatches}")
+        if isinstance(reward.judge_samples, bool) or reward.judge_samples < 0:
+            raise ValueError(f"reward.judge_samples: must be an int >= 0 (0: P(yes)), got "
+                             f"{reward.judge_samples!r}")
 
 
 def host_component(name: str, task):

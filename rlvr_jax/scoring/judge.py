@@ -20,7 +20,8 @@ literal piece tokenized alone; inside the step the judge's row is the concatenat
   {question}  the left-padded prompt tokens (its BOS masked),
   {answer}    the completion tokens the model wrote, its stop token masked,
   {reference} the task's integer answer spelt in digit tokens (right-aligned, leading
-              zeros masked; needs a tokenizer whose digits and "-" are one token each).
+              zeros masked; needs a tokenizer whose digits and "-" are one token each),
+  {criterion} a rubric's criterion (below).
 Padding between the parts stays in the row with attention mask 0 (the model skips masked
 tokens and they do not advance RoPE positions), so a row is read exactly as its compact
 text would be; the verdict is the next token after the template's last piece (the row's
@@ -28,13 +29,27 @@ last column, always real). Tokenizing the pieces alone equals tokenizing the who
 for a character-level tokenizer (the builtin one); for a BPE tokenizer end each literal
 piece with a space or newline so merges do not cross a placeholder.
 
+Rubrics (`Rubric`, built on the host by `data.rubrics.rubric_arrays` from a JSONL field): each
+prompt carries up to K (criterion, weight) pairs; the judge reads one row per criterion, its
+template's {criterion} filled with that criterion's tokens, and the reward is
+
+    reward += weight · Σ_k w_k P_k(yes) / Σ_k max(w_k, 0)
+
+so a completion meeting every positively weighted criterion and no negatively weighted one
+(a pitfall) scores 1; absent criteria have w_k = 0.
+
+Sampled verdicts (`Judge.samples` = k > 0): the reward is the share of k verdicts drawn from
+the judge's verdict distribution that say yes (Bernoulli(P(yes)) each, seeded by a hash of the
+rollout's tokens, `noise.rollout_key`): an unbiased, noisier estimate of P(yes), the reward a
+judge that samples its verdict would give. The metrics still read P(yes).
+
 The judge shares the policy's tokenizer (its ids are read as sampled). Its parameters live
 in `TrainState.reward_params` (the one frozen scoring model of a run: a `reward_model`
 and a `judge` do not go together), sharded like the policy's, never updated.
 """
 import dataclasses
 import re
-from typing import Dict, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -42,11 +57,12 @@ import jax.numpy as jnp
 from rlvr_jax.data.tokenizers import single_token
 from rlvr_jax.models import transformer
 from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.scoring.noise import rollout_key
 from rlvr_jax.scoring.reward_model import scores_in_slices
 from rlvr_jax.scoring.score import is_correct
 
 Metrics = Dict[str, jax.Array]
-PLACEHOLDERS = ("question", "answer", "reference")
+PLACEHOLDERS = ("question", "answer", "reference", "criterion")
 DEFAULT_TEMPLATE = "Question: {question}\nAnswer: {answer}\nCorrect? "
 REFERENCE_DIGITS = 10  # {reference}: |answer| < 10^10 (any int32).
 
@@ -67,6 +83,7 @@ class Judge:
       unique_fraction: u < 1: a group's identical completions are scored once: the judge
         reads R = ⌈u·B⌉ rows (rounded up to a multiple of microbatches), the first copies,
         or all B when a batch has more than R distinct ones (`judge_scores`); 1: all B.
+      samples: k > 0: the reward is the share of k sampled verdicts saying yes; 0: P(yes).
     """
     config: ModelConfig
     parts: Tuple
@@ -79,6 +96,32 @@ class Judge:
     weight: float = 1.0
     microbatches: int = 1
     unique_fraction: float = 1.0
+    samples: int = 0
+
+    @property
+    def rubric(self) -> bool:
+        """Whether the template reads a rubric's {criterion} (one row per criterion)."""
+        return "criterion" in self.parts
+
+
+class Rubric(NamedTuple):
+    """Each completion's rubric (its prompt's, repeated G times): up to K criteria.
+
+    tokens, mask: [B, K, C] int32, each criterion's token ids (mask 0 on padding);
+    weights: [B, K] float32 (0 for an absent criterion; negative: a pitfall)."""
+    tokens: jax.Array
+    mask: jax.Array
+    weights: jax.Array
+
+    @classmethod
+    def of_batch(cls, batch, group_size: int = 1) -> Optional["Rubric"]:
+        """The rubric of an RL batch's P' prompts (`data.rubrics.rubric_arrays`' arrays),
+        each repeated `group_size` times (B = P'·G rows); None when the batch has none."""
+        if "rubric_tokens" not in batch:
+            return None
+        rows = lambda a: jnp.repeat(a, group_size, axis=0)  # noqa: E731
+        return cls(rows(batch["rubric_tokens"]), rows(batch["rubric_mask"]),
+                   rows(batch["rubric_weights"]))
 
 
 def split_template(template: str) -> Tuple:
@@ -102,16 +145,20 @@ def split_template(template: str) -> Tuple:
 
 def make_judge(config: ModelConfig, tokenizer, *, template: str = DEFAULT_TEMPLATE,
                yes: str = "Y", no: str = "N", weight: float = 1.0,
-               microbatches: int = 1, unique_fraction: float = 1.0) -> Judge:
+               microbatches: int = 1, unique_fraction: float = 1.0, samples: int = 0) -> Judge:
     """The `Judge` of a judge model `config` reading the policy's `tokenizer` (its ids).
 
     Args:
-      template: with {question}, {answer} and optionally {reference} (see the module doc).
+      template: with {question}, {answer} and optionally {reference} and {criterion} (a
+        rubric judge; see the module doc).
       yes, no: the verdict texts, one token each; no = "": P(yes) over every id.
       unique_fraction: in (0, 1]; see `Judge`.
+      samples: k >= 0 sampled verdicts (0: the reward is P(yes)); see `Judge`.
     """
     if not 0.0 < unique_fraction <= 1.0:
         raise ValueError(f"judge unique_fraction must be in (0, 1], got {unique_fraction}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+        raise ValueError(f"judge samples must be an int >= 0 (0: P(yes)), got {samples!r}")
     if config.vocab_size < tokenizer.vocab_size:
         raise ValueError(f"the judge embeds {config.vocab_size} ids but the tokenizer has "
                          f"{tokenizer.vocab_size}: it is not this tokenizer's model")
@@ -125,7 +172,8 @@ def make_judge(config: ModelConfig, tokenizer, *, template: str = DEFAULT_TEMPLA
     return Judge(config=config, parts=parts, yes=single_token(tokenizer, yes, "judge yes"),
                  no=single_token(tokenizer, no, "judge no") if no else -1,
                  vocab=tokenizer.vocab_size, bos=bos, eos=tokenizer.eos_id, digits=digits,
-                 weight=weight, microbatches=microbatches, unique_fraction=unique_fraction)
+                 weight=weight, microbatches=microbatches, unique_fraction=unique_fraction,
+                 samples=samples)
 
 
 def reference_tokens(answers: jax.Array, digits: Tuple[int, ...]):
@@ -141,16 +189,25 @@ def reference_tokens(answers: jax.Array, digits: Tuple[int, ...]):
     return table[tokens.astype(jnp.int32)], mask.astype(jnp.int32)
 
 
-def judge_inputs(judge: Judge, rollout, answers=None):
+def judge_inputs(judge: Judge, rollout, answers=None, rubric: Optional[Rubric] = None):
     """(tokens, attention mask) [B, L] int32: each row's judge prompt (module doc), with
     padding left in place under mask 0. L is static: the literal pieces' lengths, + Tp, + N,
-    + 1 + REFERENCE_DIGITS with {reference}, + 1 with a BOS."""
+    + 1 + REFERENCE_DIGITS with {reference}, + C with {criterion}, + 1 with a BOS. A rubric
+    judge reads K rows per completion: [B·K, L], row b·K + k is criterion k of completion b."""
     b = rollout.tokens.shape[0]
+    if judge.rubric and rubric is None:
+        raise ValueError("judge template {criterion}: this run's batch has no rubric "
+                         "(reward.judge_rubric_field)")
+    k = rubric.weights.shape[1] if judge.rubric else 1
     toks, masks = [], []
 
+    def add(t, m):  # [B, l] -> [B, K, l]; a criterion is [B, K, C] already.
+        toks.append(t if t.ndim == 3 else jnp.broadcast_to(t[:, None], (b, k) + t.shape[1:]))
+        masks.append(m if m.ndim == 3 else jnp.broadcast_to(m[:, None], (b, k) + m.shape[1:]))
+
     def literal(ids):
-        toks.append(jnp.broadcast_to(jnp.asarray(ids, jnp.int32), (b, len(ids))))
-        masks.append(jnp.ones((b, len(ids)), jnp.int32))
+        add(jnp.broadcast_to(jnp.asarray(ids, jnp.int32), (b, len(ids))),
+            jnp.ones((b, len(ids)), jnp.int32))
     if judge.bos >= 0:
         literal((judge.bos,))
     for part in judge.parts:
@@ -158,19 +215,18 @@ def judge_inputs(judge: Judge, rollout, answers=None):
             literal(part)
         elif part == "question":
             t = rollout.prompt_tokens
-            toks.append(t)
-            masks.append(((rollout.prompt_mask != 0) & (t != judge.bos)).astype(jnp.int32))
+            add(t, ((rollout.prompt_mask != 0) & (t != judge.bos)).astype(jnp.int32))
         elif part == "answer":
             t = rollout.tokens
-            toks.append(t)
-            masks.append(((rollout.model_mask != 0) & (t != judge.eos)).astype(jnp.int32))
+            add(t, ((rollout.model_mask != 0) & (t != judge.eos)).astype(jnp.int32))
+        elif part == "criterion":
+            add(rubric.tokens.astype(jnp.int32), (rubric.mask != 0).astype(jnp.int32))
         else:
             if answers is None:
                 raise ValueError("judge template {reference}: this run has no answers")
-            t, m = reference_tokens(answers, judge.digits)
-            toks.append(t)
-            masks.append(m)
-    return jnp.concatenate(toks, axis=1), jnp.concatenate(masks, axis=1)
+            add(*reference_tokens(answers, judge.digits))
+    tokens, mask = jnp.concatenate(toks, axis=2), jnp.concatenate(masks, axis=2)
+    return tokens.reshape(b * k, -1), mask.reshape(b * k, -1)
 
 
 def verdict_probability(logits: jax.Array, judge: Judge) -> jax.Array:
@@ -204,17 +260,23 @@ def first_copies(rollout, group_size: int) -> jax.Array:
         jnp.int32)
 
 
-def judge_scores(params, rollout, answers=None, *, judge: Judge,
-                 group_size: int = 0) -> jax.Array:
-    """P(yes) [B] float32 (no gradient) of the rollout's B completions; with `group_size` G
-    and judge.unique_fraction < 1, each group's identical completions are read once."""
-    tokens, mask = judge_inputs(judge, rollout, answers)
-    k = judge.microbatches
-    score = lambda t, m: scores_in_slices(  # noqa: E731
-        lambda t, m: verdict_probability(judge_logits(params, t, m, config=judge.config), judge),
-        t, m, k)
-    b = tokens.shape[0]
-    rows = -(-int(judge.unique_fraction * b) // k) * k
+def judge_verdicts(params, rollout, answers=None, *, judge: Judge, group_size: int = 0,
+                   rubric: Optional[Rubric] = None) -> jax.Array:
+    """P(yes) [B, K] float32 (no gradient) of the rollout's B completions, per rubric
+    criterion (K = 1 without a rubric); with `group_size` G and judge.unique_fraction < 1,
+    each group's identical completions are read once."""
+    tokens, mask = judge_inputs(judge, rollout, answers, rubric)
+    b = rollout.tokens.shape[0]
+    tokens, mask = tokens.reshape(b, -1, tokens.shape[1]), mask.reshape(b, -1, mask.shape[1])
+
+    def score(t, m):  # [R, K, L] -> P(yes) [R, K].
+        r, k, l = t.shape
+        p = scores_in_slices(
+            lambda t, m: verdict_probability(judge_logits(params, t, m, config=judge.config),
+                                             judge),
+            t.reshape(r * k, l), m.reshape(r * k, l), judge.microbatches)
+        return p.reshape(r, k)
+    rows = -(-int(judge.unique_fraction * b) // judge.microbatches) * judge.microbatches
     if not group_size or rows >= b:
         return score(tokens, mask)
     first = first_copies(rollout, group_size)
@@ -227,6 +289,30 @@ def judge_scores(params, rollout, answers=None, *, judge: Judge,
         return score(tokens[kept], mask[kept])[jnp.minimum(slot, rows - 1)]
     return jax.lax.cond(jnp.sum(is_first) <= rows, distinct, lambda _: score(tokens, mask),
                         None)
+
+
+def rubric_score(p: jax.Array, rubric: Optional[Rubric]) -> jax.Array:
+    """[B] float32: verdicts p [B, K] combined, Σ_k w_k p_k / Σ_k max(w_k, 0) (a
+    denominator of 0 reads as 1); p[:, 0] without a rubric."""
+    if rubric is None:
+        return p[:, 0]
+    w = rubric.weights.astype(jnp.float32)
+    total = jnp.sum(jnp.maximum(w, 0.0), axis=1)
+    return jnp.sum(w * p, axis=1) / jnp.where(total > 0, total, 1.0)
+
+
+def sampled_verdicts(p: jax.Array, key: jax.Array, k: int) -> jax.Array:
+    """[...] float32: the share of k verdicts drawn Bernoulli(p) (p [...]) that say yes."""
+    u = jax.random.uniform(key, p.shape + (k,))
+    return jnp.mean((u < p[..., None]).astype(jnp.float32), axis=-1)
+
+
+def judge_scores(params, rollout, answers=None, *, judge: Judge, group_size: int = 0,
+                 rubric: Optional[Rubric] = None) -> jax.Array:
+    """P(yes) [B] float32 (no gradient) of the rollout's B completions, a rubric's
+    weighted combination (`rubric_score`) for a rubric judge; `judge_verdicts`' arguments."""
+    return rubric_score(judge_verdicts(params, rollout, answers, judge=judge,
+                                       group_size=group_size, rubric=rubric), rubric)
 
 
 def judge_metrics(p: jax.Array, correct: jax.Array) -> Metrics:
@@ -246,8 +332,9 @@ def judge_metrics(p: jax.Array, correct: jax.Array) -> Metrics:
 
 def judge_term(setup, weight):
     """The device term adding `weight · P(yes)` of `setup.reward_model` when it is a `Judge`
-    (its weight is the component's), with `judge_metrics`; None otherwise. Its parameters
-    are `x.reward_params`."""
+    (its weight is the component's; a rubric's combination, or the share of sampled
+    verdicts, in P(yes)'s place), with `judge_metrics`; None otherwise. Its parameters are
+    `x.reward_params`, a rubric judge's rubric `x.rubric`."""
     del weight
     judge = setup.reward_model
     if not isinstance(judge, Judge):
@@ -257,12 +344,18 @@ def judge_term(setup, weight):
         if x.reward_params is None:
             raise ValueError("the judge needs its parameters in state.reward_params "
                              "(create_train_state(..., reward_params=...))")
-        p = judge_scores(x.reward_params, x.rollout, x.answers, judge=judge,
-                         group_size=x.group_size)
+        rubric = x.rubric if judge.rubric else None
+        verdicts = judge_verdicts(x.reward_params, x.rollout, x.answers, judge=judge,
+                                  group_size=x.group_size, rubric=rubric)
+        p = rubric_score(verdicts, rubric)
         metrics = judge_metrics(p, is_correct(x.verdicts))
         if judge.unique_fraction < 1.0:
             first = first_copies(x.rollout, x.group_size)
             metrics["reward/judge_distinct_fraction"] = jnp.mean(
                 (first == jnp.arange(first.shape[0])).astype(jnp.float32))
+        if judge.samples:
+            key = jax.random.fold_in(rollout_key(0, x.rollout), 0x6A756467)  # "judg"
+            p = rubric_score(sampled_verdicts(verdicts, key, judge.samples), rubric)
+            metrics["reward/judge_sampled"] = jnp.mean(p)
         return rewards + judge.weight * p, metrics
     return fn

@@ -44,6 +44,8 @@ class Inputs:
       texts, examples: host terms only: the decoded completions [B] and their examples [B].
       host_steps: device terms: the host stage's per-step rewards (`HostScores.steps`, the
         oracle's step verdicts), or None; the learned step scorers audit against them.
+      rubric: a rubric judge's `judge.Rubric` ([B, K, ...], each prompt's repeated G
+        times), or None.
     """
     rollout: Any
     answers: Any = None
@@ -56,6 +58,7 @@ class Inputs:
     texts: Optional[Sequence[str]] = flax.struct.field(pytree_node=False, default=None)
     examples: Optional[Sequence] = flax.struct.field(pytree_node=False, default=None)
     host_steps: Any = None
+    rubric: Any = None
 
 
 @dataclasses.dataclass(frozen=True)

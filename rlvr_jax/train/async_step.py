@@ -153,5 +153,5 @@ class AsyncStep:
         batch = build.place_rl_batch(p, item.pb, self.config, self.tokenizer)
         rollout, episodes = p.batch((rollout, episodes), build.data_name(self.config))
         return self.update(state, rollout, episodes, batch.get("answers"), host, update_rng,
-                           proximal=item.proximal)
+                           proximal=item.proximal, batch=batch)
 

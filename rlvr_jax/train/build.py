@@ -12,7 +12,7 @@ import numpy as np
 
 from rlvr_jax import (cache_phases, distributed, evaluation, models, multiturn, sampling, scoring,
                       sharding)
-from rlvr_jax.data import datasets, files
+from rlvr_jax.data import datasets, files, rubrics
 from rlvr_jax.models import lora
 from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import adaptive, adapters, offpolicy, reference
@@ -152,7 +152,8 @@ def file_sources(d, read):
     the prompts it shares with the training file), else a hash split of `d.path`
     (`datasets.split_by_prompt`, `d.eval_fraction`). The held-out list's name says which."""
     fields = dict(prompt_field=d.prompt_field, answer_field=d.answer_field,
-                  solution_field=d.solution_field, on_error="skip" if d.skip_bad_rows else "raise")
+                  solution_field=d.solution_field, on_error="skip" if d.skip_bad_rows else "raise",
+                  metadata_fields=(d.rubric_field,) if d.rubric_field else ())
     with user_input("data.path"):
         data = _read_reporting_skips(read, d.path, fields)
     if not d.eval_path:
@@ -428,6 +429,11 @@ def place_rl_batch(placer: Placer, pb, config, tokenizer) -> dict:
                         "rl.hint_mode"):
             batch.update(offpolicy.solution_arrays(pb.examples, tokenizer,
                                                    config.sampling.max_new_tokens))
+    if config.data.rubric_field:
+        d = config.data
+        with user_input("data.rubric_field"):
+            batch.update(rubrics.rubric_arrays(pb.examples, tokenizer, field=d.rubric_field,
+                                               size=d.rubric_size, max_tokens=d.rubric_tokens))
     return placer.batch(batch, data_name(config))
 
 

@@ -63,6 +63,10 @@ def _model_and_data(c: ml_collections.ConfigDict) -> None:
     c.data.answer_field = "answer"   # ...and the reference answer.
     c.data.solution_field = "solution"  # ...and, optional, a worked solution ending in the
     #                                  answer: the warm-up's target (sft.steps > 0 needs it).
+    c.data.rubric_field = ""         # ...and a rubric for a judge whose template reads
+    #                                  {criterion}: [{"criterion": str, "weight": w}, ...]
+    c.data.rubric_size = 4           # K: criteria per prompt (fewer are padded with weight 0)...
+    c.data.rubric_tokens = 32        # ...of at most C tokens each (data/rubrics.py).
     c.data.max_prompt_len = 16       # Tp: prompts are left-padded to it; longer ones...
     c.data.overflow = "drop"         # ...are dropped, truncated or an error.
     c.data.max_drop_fraction = 0.01  # overflow=drop: an error when a file has more too-long
@@ -102,6 +106,8 @@ def _reward(c: ml_collections.ConfigDict) -> None:
     c.reward.judge_microbatches = 1  # Score the judge's rows in this many slices.
     c.reward.judge_unique_fraction = 1.0  # u < 1: a group's identical completions are judged
     #                                  once (at most ⌈u·B⌉ rows read, else all B); 1: every row.
+    c.reward.judge_samples = 0       # k > 0: reward = the share of k verdicts sampled from the
+    #                                  judge that say yes (0: P(yes) itself).
     # Learned process rewards (docs/process_rewards.md): the `prm` component, a PRM directory
     # of scripts/train_prm.py read at each step's last token; the `implicit_prm` component,
     # PRIME's β·log(π_φ/π_ref) per token with φ learned online on the verdicts.

@@ -24,7 +24,7 @@ from typing import Callable, Dict, Tuple
 import jax
 import jax.numpy as jnp
 
-from rlvr_jax import sampling
+from rlvr_jax import sampling, scoring
 
 MODES = ("off", "on_fail", "schedule")
 Metrics = Dict[str, jax.Array]
@@ -120,3 +120,19 @@ def with_hints(rollout: sampling.Rollout, correct, batch, rng, step, *, trace: C
                  "hint/hinted_group_fraction": jnp.sum(hinted.astype(jnp.float32)) / p,
                  "hint/fraction": frac,
                  "hint/decoded_rows": any_hint.astype(jnp.float32) * idx.shape[0] * g}
+
+
+def hinted_rollout(rollout: sampling.Rollout, state, batch, rng, *, sampler, scorer, rl):
+    """(`rollout` with rl.hint_mode's hinted groups, their metrics) inside the RL step; the
+    verdicts that pick the failed groups are `scorer`'s of `rollout` (a `Sampler`, a
+    `scoring.Scorer`, the state's parameters)."""
+    if rl.hint_mode == "off":
+        return rollout, {}
+    sc = sampler.sampling_config
+    x = scoring.Inputs(rollout, answers=jnp.repeat(batch["answers"], sc.num_samples, axis=0),
+                       group_size=sc.num_samples, reward_params=state.reward_params,
+                       rubric=scoring.Rubric.of_batch(batch, sc.num_samples))
+    return with_hints(
+        rollout, scorer.score_device(x, None)[2], batch, jax.random.fold_in(rng, 1), state.step,
+        trace=lambda b, r: sampler.trace(state.params, b, r)[0], rl=rl,
+        group_size=sc.num_samples, pad_id=sc.pad_id)

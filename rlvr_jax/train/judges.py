@@ -36,7 +36,7 @@ def scoring_model_params(config, model, placer, policy_params=None):
 
 def open_judge(config, tokenizer, *, weight: float) -> scoring.Judge:
     """The run's `scoring.Judge` (reward.judge_path / _template / _yes / _no /
-    _microbatches / _unique_fraction); `ConfigError` naming the field at fault."""
+    _microbatches / _unique_fraction / _samples); `ConfigError` naming the field at fault."""
     r = config.reward
     with user_input("reward.judge_path"):
         judge_config = frozen.lm_config(r.judge_path, tokenizer.vocab_size,
@@ -46,9 +46,11 @@ def open_judge(config, tokenizer, *, weight: float) -> scoring.Judge:
         judge = scoring.make_judge(judge_config, tokenizer, template=r.judge_template,
                                    yes=r.judge_yes, no=r.judge_no, weight=weight,
                                    microbatches=r.judge_microbatches,
-                                   unique_fraction=r.judge_unique_fraction)
+                                   unique_fraction=r.judge_unique_fraction,
+                                   samples=r.judge_samples)
     longest = (config.data.max_prompt_len + config.sampling.max_new_tokens + 12
-               + sum(len(p) for p in judge.parts if isinstance(p, tuple)))
+               + sum(len(p) for p in judge.parts if isinstance(p, tuple))
+               + (config.data.rubric_tokens if judge.rubric else 0))
     if longest > judge_config.max_position_embeddings:
         with user_input("reward.judge_path"):
             raise ValueError(f"judge rows of up to {longest} tokens exceed the judge's "

@@ -324,16 +324,19 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
                      host: Optional[scoring.HostScores], rng: jax.Array, *,
                      scorer: scoring.Scorer, num_samples: int, model_config: ModelConfig,
                      rl: RLConfig, tx: optax.GradientTransformation, temperature: float,
-                     value_tx: Optional[optax.GradientTransformation] = None, proximal=None):
+                     value_tx: Optional[optax.GradientTransformation] = None, proximal=None,
+                     batch=None):
     """The device terms (`scorer.score_device`, after the host stage's `host` if any) then
     `update`: (state, metrics, samples {"tokens" [B', N], "mask" [B', N], "rewards" [B'],
     "correct" [B'] bool}); traceable. answers: [P'] int32 (None: no term reads them);
-    proximal: the weights of the old log-probs (None: the state's)."""
+    proximal: the weights of the old log-probs (None: the state's); batch: the RL batch
+    (a rubric judge reads its rubric)."""
     answers = None if answers is None else jnp.repeat(answers, num_samples, axis=0)
     x = scoring.Inputs(rollout, answers=answers,
                        group_size=num_samples, episodes=episodes,
                        reward_params=state.reward_params, params=state.params,
-                       model_config=model_config)
+                       model_config=model_config,
+                       rubric=scoring.Rubric.of_batch(batch or {}, num_samples))
     turns = None  # Per-step device rewards [B, N] (turns, learned steps) per step, or summed.
     if rl.device_steps:
         rewards, reward_metrics, correct, turns = scorer.score_device(x, host, with_steps=True)
@@ -350,21 +353,6 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
     metrics.update(length_by_correctness(rollout, correct))
     return state, metrics, {"tokens": rollout.tokens, "mask": rollout.mask, "rewards": rewards,
                             "correct": correct}
-
-
-def _with_hints(rollout: sampling.Rollout, state: TrainState, batch: Batch, rng, *,
-                sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig):
-    """`rollout` with rl.hint_mode's hinted groups (`train/hints.py`), and their metrics;
-    the verdicts that pick the failed groups are the scorer's of `rollout`."""
-    if rl.hint_mode == "off":
-        return rollout, {}
-    sc = sampler.sampling_config
-    x = scoring.Inputs(rollout, answers=jnp.repeat(batch["answers"], sc.num_samples, axis=0),
-                       group_size=sc.num_samples, reward_params=state.reward_params)
-    return hints.with_hints(
-        rollout, scorer.score_device(x, None)[2], batch, jax.random.fold_in(rng, 1), state.step,
-        trace=lambda b, r: sampler.trace(state.params, b, r)[0], rl=rl,
-        group_size=sc.num_samples, pad_id=sc.pad_id)
 
 
 def make_sample_fn(model_config: ModelConfig, sampling_config: sampling.SamplingConfig, *,
@@ -439,10 +427,10 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
         rng, sample_rng, update_rng = step_keys(state.rng)
         rollout, episodes = sampler.trace(state.params, batch, sample_rng)
         rollout = offpolicy.with_experts(rollout, batch, rl, sampling_config.num_samples)
-        rollout, hint_metrics = _with_hints(rollout, state, batch, sample_rng, sampler=sampler,
-                                            scorer=scorer, rl=rl)
+        rollout, hint_metrics = hints.hinted_rollout(rollout, state, batch, sample_rng,
+                                                     sampler=sampler, scorer=scorer, rl=rl)
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
-                                         batch["answers"], None, update_rng)
+                                         batch["answers"], None, update_rng, batch=batch)
         metrics.update(hint_metrics)
         return (state, metrics, samples) if return_rollout else (state, metrics)
     return rl_step
@@ -474,7 +462,7 @@ def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
         rollout = offpolicy.with_experts(rollout, batch, rl, sc.num_samples)
         host = scorer.score_host(rollout, examples, sc.num_samples)
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
-                                         batch.get("answers"), host, update_rng)
+                                         batch.get("answers"), host, update_rng, batch=batch)
         metrics.update(sample_metrics)
         return state, metrics, samples
     return split_step

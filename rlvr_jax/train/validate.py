@@ -70,7 +70,8 @@ _MINIMUMS = (
     ("eval.batch_size", 1), ("eval.k", 1), ("checkpoint.every", 0), ("checkpoint.keep", 1),
     ("mesh.num_devices", 0), ("log_every", 1), ("log_samples_every", 0),
     ("log_num_samples", 0), ("env.max_turns", 1), ("env.max_turn_tokens", 1),
-    ("env.max_obs_tokens", 0), ("env.num_workers", 1),
+    ("env.max_obs_tokens", 0), ("env.num_workers", 1), ("data.rubric_size", 1),
+    ("data.rubric_tokens", 1),
 )
 
 
@@ -157,12 +158,30 @@ def _check_source(config) -> None:
             _fail("data.eval_fraction", f"must be in (0, 1), got {d.eval_fraction}")
 
 
+def _check_rubric(config) -> None:
+    """A judge template reading {criterion} and data.rubric_field come together, on file data."""
+    from rlvr_jax.scoring import parse_components
+    d, r = config.data, config.reward
+    reads = ("judge" in dict(parse_components(r))
+             and "{criterion}" in r.judge_template)
+    if reads and not d.rubric_field:
+        _fail("reward.judge_template", "reads {criterion}: set data.rubric_field to the data's "
+              "field holding each prompt's rubric (data/rubrics.py)")
+    if d.rubric_field and not reads:
+        _fail("data.rubric_field", "is set but no judge template reads {criterion} (the "
+              "`judge` component with {criterion} in reward.judge_template)")
+    if d.rubric_field and d.source == "task":
+        _fail("data.rubric_field", "needs file data (jsonl / parquet / tfds rows with a rubric); "
+              "data.source=task has none")
+
+
 def _check_reward(config) -> None:
     from rlvr_jax.scoring import check_reward_config
     try:
         check_reward_config(config.reward)  # Its messages name the field.
     except ValueError as e:
         raise ConfigError(str(e)) from e
+    _check_rubric(config)
     verifier = config.reward.verifier
     if verifier in ("token", "task") and config.data.source != "task":
         _fail("reward.verifier", f"{verifier!r} needs data.source=task (file data has no task "
