@@ -429,12 +429,26 @@ def place_rl_batch(placer: Placer, pb, config, tokenizer) -> dict:
                         "rl.hint_mode"):
             batch.update(offpolicy.solution_arrays(pb.examples, tokenizer,
                                                    config.sampling.max_new_tokens))
+    if config.rl.verify_groups:
+        with user_input("rl"):
+            batch.update(verify_arrays(config.rl, tokenizer, len(pb.examples)))
     if config.data.rubric_field:
         d = config.data
         with user_input("data.rubric_field"):
             batch.update(rubrics.rubric_arrays(pb.examples, tokenizer, field=d.rubric_field,
                                                size=d.rubric_size, max_tokens=d.rubric_tokens))
     return placer.batch(batch, data_name(config))
+
+
+def verify_arrays(rl, tokenizer, p: int) -> dict:
+    """{"verify_template" [P', Lt], "verify_verdicts" [P', 2] (yes, no)} int32: what
+    self-verification (`train/verify.py`) reads, the same in every row."""
+    from rlvr_jax.data.tokenizers import single_token
+    ids = tokenizer.encode(rl.verify_template)
+    verdicts = [single_token(tokenizer, rl.verify_yes, "rl.verify_yes"),
+                single_token(tokenizer, rl.verify_no, "rl.verify_no")]
+    return {"verify_template": np.tile(np.asarray(ids, np.int32), (p, 1)),
+            "verify_verdicts": np.tile(np.asarray(verdicts, np.int32), (p, 1))}
 
 
 def data_name(config) -> str:

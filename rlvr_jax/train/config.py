@@ -218,6 +218,8 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     c.sft.batch_size = 64            # Worked solutions per step.
     c.sft.learning_rate = 3e-3       # AdamW peak learning rate (linear warm-up, then constant).
     c.sft.warmup_steps = 20          # Steps of linear learning-rate warm-up.
+    c.sft.verify_fraction = 0.0      # With rl.verify_groups: this share of the rows verify
+    #                                  the worked solution or a wrong copy (train/verify.py).
 
     c.rl = ml_collections.ConfigDict()
     c.rl.algorithm = algorithm       # The preset applied (rlvr_jax/train/algorithms.py).

@@ -33,7 +33,7 @@ from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import Tokenizer, load_tokenizer
 from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import adaptive, adapters, async_step, build, distill, judges, preempt
-from rlvr_jax.train import resume
+from rlvr_jax.train import resume, verify
 from rlvr_jax.train import lock as lock_lib
 from rlvr_jax.train import workdir as workdir_lib
 from rlvr_jax.train import placer as placer_lib
@@ -222,6 +222,10 @@ def supervised_warmup(config, state, sft_step, loader, writer, bar_desc="warm-up
         comp_mask &= np.array([bool(ex.solution) for ex in pb.examples])[:, None]  # none: no target
         pmask = build.prompt_mask(pb.lengths, pb.tokens.shape[1])
         targets = warmup_loss_mask(sampler, tokenizer, pb, pmask, comp, comp_mask)
+        if config.sft.verify_fraction:  # Self-verification's format (train/verify.py).
+            comp, comp_mask, targets = verify.warmup_rows(
+                pb.examples, comp, comp_mask, targets, tokenizer, config.rl,
+                config.sft.verify_fraction, np.random.default_rng([config.seed, i]))
         batch = {"tokens": np.concatenate([pb.tokens, comp], 1),
                  "attention": np.concatenate([pmask, comp_mask.astype(np.int32)], 1),
                  "loss_mask": np.concatenate([np.zeros_like(pmask), targets], 1)}

@@ -134,6 +134,12 @@ class RLConfig:
         linearly to 0 over that many optimizer steps (0: constant).
       hint_groups: K > 0: the hint pass samples K groups, the first K that need a hint, so
         a step decodes at most (P' + K)·G rows; 0: all P' prompts.
+      verify_groups: K > 0: self-verification (RISE; `train/verify.py`): K of each step's
+        completions are verified G times each by the policy, in place of K groups (the
+        all-equal ones first), every row rewarded by the true verifier; one-program step
+        only; 0: off.
+      verify_template, verify_yes, verify_no: the text after the verified solution, and
+        the verdict texts (one token each) a verification row's first token is read as.
       max_staleness: asynchronous rollouts (`train/async_step.py`, docs/async.md): the batch
         trained at RL step i was sampled with the weights of step i - k, k <= max_staleness,
         while the sampler (on `mesh.sampler_devices`) samples the next; 0: synchronous (the
@@ -207,6 +213,10 @@ class RLConfig:
     hint_fraction: float = 0.5
     hint_decay_steps: int = 0
     hint_groups: int = 0
+    verify_groups: int = 0
+    verify_template: str = "\nCorrect? "
+    verify_yes: str = "Y"
+    verify_no: str = "N"
     max_staleness: int = 0
     tis_level: str = "token"
     tis_mode: str = "truncate"
@@ -390,6 +400,18 @@ def _check_hints(rl: RLConfig) -> None:
             rl.hint_groups < 0:
         raise ValueError(f"hint_groups must be an int >= 0 (0: every prompt), got "
                          f"{rl.hint_groups!r}")
+    if isinstance(rl.verify_groups, bool) or not isinstance(rl.verify_groups, int) or \
+            rl.verify_groups < 0:
+        raise ValueError(f"verify_groups must be an int >= 0 (0: off), got "
+                         f"{rl.verify_groups!r}")
+    if rl.verify_groups and (rl.hint_mode != "off" or rl.offpolicy_per_group):
+        raise ValueError("verify_groups > 0 (self-verification) takes neither hint_mode nor "
+                         "offpolicy_per_group (both rewrite rows of the same groups)")
+    if rl.verify_groups and (rl.process or rl.turn_advantage != "none"):
+        raise ValueError("verify_groups > 0 (self-verification) rewards whole rows: it takes "
+                         "no process rewards or turn advantages")
+    if rl.verify_groups and not rl.verify_template:
+        raise ValueError("verify_template must not be empty (the verdict follows it)")
 
 
 def _check_async(rl: RLConfig) -> None:
@@ -404,9 +426,11 @@ def _check_async(rl: RLConfig) -> None:
     if rl.proximal != "none" and not rl.tis_cap:
         raise ValueError(f"proximal={rl.proximal!r} (decoupled PPO) weighs each token by "
                          "π_prox / π_sampler truncated at tis_cap: set tis_cap > 0 (e.g. 2)")
-    if rl.max_staleness and (rl.hint_mode != "off" or rl.offpolicy_per_group):
-        raise ValueError("max_staleness > 0 (asynchronous rollouts) takes neither hint_mode "
-                         "nor offpolicy_per_group (rows the sampler did not write)")
+    if rl.max_staleness and (rl.hint_mode != "off" or rl.offpolicy_per_group
+                             or rl.verify_groups):
+        raise ValueError("max_staleness > 0 (asynchronous rollouts) takes neither hint_mode, "
+                         "offpolicy_per_group nor verify_groups (rows the sampler did not "
+                         "write)")
 
 
 def defaults() -> dict:

@@ -25,7 +25,7 @@ from rlvr_jax import advantages as adv_lib
 from rlvr_jax import losses, models, sampling, scoring
 from rlvr_jax.models import ModelConfig, lora, transformer
 from rlvr_jax.sampler import Sampler
-from rlvr_jax.train import distill, hints, microbatch, objective, offpolicy, reference
+from rlvr_jax.train import distill, hints, microbatch, objective, offpolicy, reference, verify
 from rlvr_jax.train.algorithms import Algorithm, resolve
 from rlvr_jax.train.experience import Experience, Groups, experience_from, take_rows
 from rlvr_jax.train.metrics import advantage_metrics, length_by_correctness, rollout_metrics
@@ -325,12 +325,13 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
                      scorer: scoring.Scorer, num_samples: int, model_config: ModelConfig,
                      rl: RLConfig, tx: optax.GradientTransformation, temperature: float,
                      value_tx: Optional[optax.GradientTransformation] = None, proximal=None,
-                     batch=None):
+                     batch=None, verification=None):
     """The device terms (`scorer.score_device`, after the host stage's `host` if any) then
     `update`: (state, metrics, samples {"tokens" [B', N], "mask" [B', N], "rewards" [B'],
     "correct" [B'] bool}); traceable. answers: [P'] int32 (None: no term reads them);
     proximal: the weights of the old log-probs (None: the state's); batch: the RL batch
-    (a rubric judge reads its rubric)."""
+    (a rubric judge reads its rubric); verification: self-verification's rows and rewards
+    (`train/verify.py`), which replace the verifier's on those rows."""
     answers = None if answers is None else jnp.repeat(answers, num_samples, axis=0)
     x = scoring.Inputs(rollout, answers=answers,
                        group_size=num_samples, episodes=episodes,
@@ -342,6 +343,7 @@ def score_and_update(state: TrainState, rollout: sampling.Rollout, episodes, ans
         rewards, reward_metrics, correct, turns = scorer.score_device(x, host, with_steps=True)
     else:
         rewards, reward_metrics, correct = scorer.score_device(x, host)
+    rewards, correct = verify.with_verification(rewards, correct, verification)
     steps = turns if rl.device_steps else None if host is None else host.steps
     state, metrics = update(state, rollout, rewards, rng, num_samples=num_samples,
                             model_config=model_config, rl=rl, tx=tx, temperature=temperature,
@@ -429,9 +431,13 @@ def make_rl_step(model_config: ModelConfig, sampling_config: sampling.SamplingCo
         rollout = offpolicy.with_experts(rollout, batch, rl, sampling_config.num_samples)
         rollout, hint_metrics = hints.hinted_rollout(rollout, state, batch, sample_rng,
                                                      sampler=sampler, scorer=scorer, rl=rl)
+        rollout, checks, verify_metrics = verify.verified_rollout(
+            rollout, state, batch, sample_rng, sampler=sampler, scorer=scorer, rl=rl)
         state, metrics, samples = finish(state.replace(rng=rng), rollout, episodes,
-                                         batch["answers"], None, update_rng, batch=batch)
+                                         batch["answers"], None, update_rng, batch=batch,
+                                         verification=checks)
         metrics.update(hint_metrics)
+        metrics.update(verify_metrics)
         return (state, metrics, samples) if return_rollout else (state, metrics)
     return rl_step
 
@@ -447,9 +453,9 @@ def make_split_step(sampler: Sampler, scorer: scoring.Scorer, rl: RLConfig,
     batch's P' examples. The state is donated.
     """
     sc = sampler.sampling_config
-    if rl.hint_mode != "off":
-        raise ValueError("rl.hint_mode needs the one-program step (a traceable sampler and "
-                         "scorer: no host terms or host environment)")
+    if rl.hint_mode != "off" or rl.verify_groups:
+        raise ValueError("rl.hint_mode and rl.verify_groups need the one-program step (a "
+                         "traceable sampler and scorer: no host terms or host environment)")
     scorer.start()  # Its host pool, if any: started before the first step's samples.
     finish = jax.jit(functools.partial(
         score_and_update, scorer=scorer, model_config=sampler.model_config,

@@ -258,6 +258,14 @@ def _check_training(config) -> None:
               f"step (rl.num_prompts x rl.num_samples)")
     if rl_config.advantage == "rloo" and rl.num_samples < 2:
         _fail("rl.num_samples", "the RLOO baseline (leave one out) needs >= 2 samples per prompt")
+    if not 0.0 <= config.sft.verify_fraction < 1.0:
+        _fail("sft.verify_fraction", f"must be in [0, 1), got {config.sft.verify_fraction}")
+    if config.sft.verify_fraction and not rl_config.verify_groups:
+        _fail("sft.verify_fraction", "teaches self-verification's verdicts: it needs "
+              "rl.verify_groups > 0")
+    if rl_config.verify_groups > rl.num_prompts:
+        _fail("rl.verify_groups", f"{rl_config.verify_groups} verification groups do not fit "
+              f"the rl.num_prompts={rl.num_prompts} groups of a step")
     if rl_config.offpolicy_per_group >= rl.num_samples:
         _fail("rl.offpolicy_per_group", f"must leave at least one on-policy row of the "
               f"rl.num_samples={rl.num_samples}")
