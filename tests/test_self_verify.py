@@ -104,3 +104,18 @@ def test_warmup_rows_teach_the_verdict_only(tok):
         assert (answer == examples[i].answer) == (verdict == "y")
         assert new_targets[i].sum() == 2  # The verdict and its EOS.
     assert verdicts == {"y", "n"}
+
+
+def test_sources_alternate_correct_and_wrong_while_both_last():
+    correct = jnp.asarray([True, False, False, False, True, False, False, False])
+    eligible = jnp.asarray([True, True, True, True, True, True, True, False])
+    for k, want_correct in ((2, 1), (4, 2), (6, 2)):
+        slots, src, filled = verify.choose(correct, jax.random.PRNGKey(k), eligible,
+                                           group_size=1, k=k)
+        src = np.asarray(src)
+        assert len(set(src.tolist())) == k and np.asarray(eligible)[src].all()
+        assert int(np.asarray(correct)[src].sum()) == want_correct
+        assert np.asarray(filled).all() and len(np.asarray(slots)) == k
+    # Group 1 (rows 2, 3) is all equal (both wrong) and group 3 too: replaced first.
+    slots, _, _ = verify.choose(correct, jax.random.PRNGKey(0), eligible, group_size=2, k=2)
+    assert sorted(np.asarray(slots).tolist()) == [1, 3]

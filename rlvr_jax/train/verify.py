@@ -6,8 +6,9 @@ verify its own solutions, inside the one compiled RL step.
     rl.verify_yes, rl.verify_no = "Y", "N"  # one token each
 
 After the first pass is sampled and verified, K of the policy's own completions are drawn
-(uniformly among those short enough for N: solution + template + one verdict token) and
-each is verified G times by a second pass: prompt, then the completion (its stop token
+(uniformly among those short enough for N: solution + template + one verdict token, a
+correct and a wrong one in turn while both last: the verdicts cannot win on the base rate)
+and each is verified G times by a second pass: prompt, then the completion (its stop token
 dropped), then the template, then the policy samples a continuation whose first token is
 its verdict. The G verification rows of a source take the place of one group of the batch,
 chosen among the groups whose rewards are all equal first (they carry no policy gradient);
@@ -68,13 +69,17 @@ def verify_prefix(rollout: sampling.Rollout, src, template, eos: int, pad_id: in
 def choose(correct, rng, eligible, *, group_size: int, k: int
            ) -> Tuple[jax.Array, jax.Array, jax.Array]:
     """(slots [K], sources [K], filled [K] bool): the groups replaced (all-equal groups
-    first), the completions verified (uniform among the `eligible` [B'] ones: solution +
-    template + a verdict fit N) and which slots have a source (fewer eligible than K)."""
+    first), the completions verified and which slots have a source (fewer eligible ones
+    than K). Sources are drawn uniformly among the `eligible` [B'] completions (solution +
+    template + a verdict fit N), alternately a correct and a wrong one while both last, so
+    that saying always yes (or no) is right on about half of them, not on the base rate."""
     p = correct.shape[0] // group_size
     c = correct.reshape(p, group_size)
     slots = jnp.argsort(~jnp.all(c == c[:, :1], axis=1), stable=True)[:k]
-    draw = jnp.where(eligible, jax.random.uniform(rng, eligible.shape), 2.0)
-    sources = jnp.argsort(draw)[:k]
+    draw = jax.random.uniform(rng, eligible.shape)
+    rank = lambda m: jnp.argsort(jnp.argsort(jnp.where(m, draw, 2.0)))  # noqa: E731
+    order = jnp.where(correct, 2 * rank(eligible & correct), 2 * rank(eligible & ~correct) + 1)
+    sources = jnp.argsort(jnp.where(eligible, order, 4 * correct.shape[0]))[:k]
     return slots, sources, eligible[sources]
 
 
