@@ -454,9 +454,9 @@ def _decode(prepared, state, step_key, tp: int, mc: ModelConfig, sc: SamplingCon
     n = sc.max_new_tokens
     phases = tuple((size, min(n, size - tp + 1))  # Steps t < size - Tp + 1 fit `size` slots.
                    for size in cache_phases.cache_sizes(tp, n, cache_phases.cache_window_of(sc)))
-    if sc.tree is not None:
-        return tree_rollouts.decode(feed, emit, state, phases, sc)
     sizes = live_rows.sizes_of(state.done.shape[0], sc)
+    if sc.tree is not None:
+        return tree_rollouts.decode(feed, emit, state, phases, sizes, sc)
     return live_rows.decode(lambda st: emit(*feed(st)), state, phases, sizes, sc.num_samples), {}
 
 

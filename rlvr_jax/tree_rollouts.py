@@ -190,24 +190,38 @@ def tree_step(feed: Callable, emit: Callable, tc: TreeConfig, sc, carry):
     return emit(state, logits), tree
 
 
-def decode(feed: Callable, emit: Callable, state: live_rows.DecodeState, phases, sc):
-    """The tree decode loop (`sampling.generate` with `sc.tree` set): the cache phases as
-    `live_rows.decode` runs them, no compaction.
+def decode(feed: Callable, emit: Callable, state: live_rows.DecodeState, phases, sizes, sc):
+    """The tree decode loop (`sampling.generate` with `sc.tree` set): `tree_step` through
+    the cache phases until the last step that may fork, then `live_rows.decode` (plain
+    steps, compaction at `sizes` in modes "depth" / "every"; never in mode "entropy", whose
+    forks may come at any step).
 
     Args: feed, emit: as `tree_step` takes them; state: `sampling.first_state`'s (its cache
     the prefill's P rows, repeated G times entering the first phase); phases: ((cache
-    slots, steps limit), ...); sc: the `SamplingConfig` (its `tree` set).
+    slots, steps limit), ...); sizes: `live_rows.sizes_of(B, sc)`; sc: the
+    `SamplingConfig` (its `tree` set).
     Returns: ((tokens, logprobs, mask [B, N], finished [B], decode steps [B]),
     {"fork_parent": [B] int32, "fork_at": [B] int32})."""
-    tc, g = sc.tree, sc.num_samples
+    tc, g, n = sc.tree, sc.num_samples, sc.max_new_tokens
     tree = start(state.done.shape[0], g, tc)
+    steps = range(1, n) if tc.mode == "entropy" else tc.fork_steps(n)
+    until = max(steps, default=0) + 1 if tc.max_forks else 1  # Steps t < until may fork.
+    if tc.mode == "entropy" and until > 1:
+        sizes = sizes[:1]  # The tree loop runs to the end: no compaction loops to compile.
+    first = 1  # The phase's first step.
     for i, (slots, limit) in enumerate(phases):
+        if first >= until:
+            break
         grown = decoding.resize_cache(state.cache, slots, repeats=g if i == 0 else 1)
         state, tree = jax.lax.while_loop(
-            functools.partial(_running, limit), functools.partial(tree_step, feed, emit, tc, sc),
-            (state._replace(cache=grown), tree))
-    steps = jnp.broadcast_to(state.t, state.rows.shape)
-    out = (state.tokens, state.logprobs, state.mask, state.done, steps)
+            functools.partial(_running, min(limit, until)),
+            functools.partial(tree_step, feed, emit, tc, sc), (state._replace(cache=grown), tree))
+        first = limit
+    # The phases (or the rest of the phase) past `until`: plain steps; the cache was
+    # repeated G times entering phase 0 if a tree loop ran.
+    rest = phases if until <= 1 else tuple(ph for ph in phases if ph[1] > until)
+    out = live_rows.decode(lambda st: emit(*feed(st)), state, rest, sizes,
+                           g if until <= 1 else 1)
     return out, {"fork_parent": tree.parent, "fork_at": tree.at}
 
 
