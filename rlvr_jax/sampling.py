@@ -83,9 +83,9 @@ class SamplingConfig:
       attention_impl: the decode steps' attention (`decoding.forward`), one of
         `models.decode_attention.IMPLS` ("pallas": a kernel over the valid slots only), or
         None (default: `decode_attention.default_impl`, "plain" on CPU).
-      tree: a `tree_rollouts.TreeConfig`: rows fork into free rows of their prompt inside
-        the decode loop (G rows stay the leaves; compaction is off); None (default): G
-        independent samples."""
+      tree: a `tree_rollouts.TreeConfig`: rows fork into spare rows of their prompt inside
+        the decode loop (G rows stay the leaves; compaction only after the last fork step);
+        None (default): G independent samples."""
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0

@@ -20,10 +20,12 @@ Modes (`TreeConfig.mode`): "depth" forks every live row at the completion positi
 has the highest entropy above `entropy_threshold` (at most one fork per prompt and step).
 
 Cost: the batch stays B rows, so a step costs what it costs without forks (plus one copy
-of the cache on the steps where some row forks, under `lax.cond`); compaction
-(`compact_ratio`) is off in tree mode (a claimed row must still be in the batch), the cache
-phases (`cache_window`) apply as usual. Shapes: P prompts, B = P · G rows, N =
-max_new_tokens, V vocabulary.
+of the cache on the steps where some row forks, under `lax.cond`). Modes "depth" / "every"
+compact (`compact_ratio`, `live_rows`) after their last fork step, mode "entropy" never (a
+claimed row must still be in the batch); the cache phases (`cache_window`) apply as usual.
+"Bit for bit" holds where the two loops run the same batch sizes: without compaction
+(below 128 new tokens by default, or compact_ratio 0), or with max_forks 0. Shapes: P
+prompts, B = P · G rows, N = max_new_tokens, V vocabulary.
 """
 import dataclasses
 import functools
