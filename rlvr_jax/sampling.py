@@ -84,7 +84,7 @@ class SamplingConfig:
         `models.decode_attention.IMPLS` ("pallas": a kernel over the valid slots only), or
         None (default: `decode_attention.default_impl`, "plain" on CPU).
       tree: a `tree_rollouts.TreeConfig`: rows fork into spare rows of their prompt inside
-        the decode loop (G rows stay the leaves; compaction only after the last fork step);
+        the decode loop (G rows stay the leaves; compaction once no row can fork any more);
         None (default): G independent samples."""
     temperature: float = 1.0
     top_k: int = 0
