@@ -226,3 +226,26 @@ def test_forks_must_leave_a_root_and_fit_the_completion():
     with pytest.raises(ValueError, match="depths must be < max_new_tokens"):
         BASE.replace(tree=TreeConfig(depths=(12,)))
     assert BASE.replace(tree=TreeConfig(depths=(3,), branches=4, max_forks=1)).tree.roots(G) == 1
+
+
+def test_rollout_metrics_count_shared_and_decoded_tokens(depth):
+    from rlvr_jax.train.metrics import rollout_metrics
+    rewards, valid = jnp.zeros((3, G)), jnp.ones((3,), bool)
+    m = rollout_metrics(depth, rewards, valid)
+    shared, lengths = int(np.asarray(depth.fork_at).sum()), int(np.asarray(depth.lengths).sum())
+    assert int(m["rollout/shared_prefix_tokens"]) == shared > 0
+    assert int(m["rollout/decoded_tokens"]) == lengths - shared
+    plain = rollout_metrics(depth.replace(fork_parent=None, fork_at=None), rewards, valid)
+    assert "rollout/shared_prefix_tokens" not in plain
+
+
+def test_regroup_parents_keeps_each_parent_in_its_group():
+    # Groups 2 and 0 of G = 3 rows taken (dynamic sampling): row 7 of group 2 forked from 6.
+    taken = jnp.asarray([6, 6, 8, 0, 1, 0], jnp.int32)
+    np.testing.assert_array_equal(tree_rollouts.regroup_parents(taken, 3), [0, 0, 2, 3, 4, 3])
+
+
+def test_episode_samplers_refuse_a_tree(tiny_config):
+    from rlvr_jax.sampler import Sampler
+    with pytest.raises(ValueError, match="episodes do not fork"):
+        Sampler(tiny_config, BASE.replace(tree=DEPTH), env=object())
