@@ -243,6 +243,7 @@ def test_forks_must_leave_a_root_and_fit_the_completion():
 def test_rollout_metrics_count_shared_and_decoded_tokens(depth):
     from rlvr_jax.train.metrics import rollout_metrics
     rewards, valid = jnp.zeros((3, G)), jnp.ones((3,), bool)
+    rollout_metrics = jax.jit(rollout_metrics)  # One program each (eager: ~2 s of dispatch).
     m = rollout_metrics(depth, rewards, valid)
     shared, lengths = int(np.asarray(depth.fork_at).sum()), int(np.asarray(depth.lengths).sum())
     assert int(m["rollout/shared_prefix_tokens"]) == shared > 0
