@@ -236,7 +236,9 @@ def _check_tree(config) -> None:
     clashes = (("env.name", config.env.name, "multi-turn episodes do not fork"),
                ("rl.hint_mode", config.rl.hint_mode != "off", "hints re-sample forked rows"),
                ("rl.offpolicy_per_group", config.rl.offpolicy_per_group,
-                "expert rows would replace forked rows"))
+                "expert rows would replace forked rows"),
+               ("rl.verify_groups", config.rl.verify_groups,
+                "verification rows would replace forked rows"))
     for field, on, why in clashes:
         if on:
             _fail("sampling.tree.mode", f"tree rollouts ({tree.mode!r}) cannot be combined with "
