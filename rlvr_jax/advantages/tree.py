@@ -1,0 +1,143 @@
+"""Prefix-tree advantages: per-token credit from the branch structure of tree rollouts.
+
+A tree rollout (`sampling.Rollout.fork_parent`, `.fork_at`) keeps G leaves per prompt, but a
+forked row shares its first `fork_at` completion tokens with the row it was copied from. Row
+`i`'s token `t` then belongs to the node `n(i, t)` = the rows of its group that share the
+prefix through `t`: `{j : owner(j, t) = owner(i, t)}` with `owner(i, t) = owner(fork_parent[i],
+t)` if `t < fork_at[i]` else `i` (docs/tree_rollouts.md). Nodes shrink along a row; a node's
+value is the mean reward of its leaves, `V(n) = mean_{j ∈ n} r_j`, and the root (the prompt,
+before the first token) holds all G rows: `V(root) = mean_g r`. `n(i, −1)` is the root.
+
+Estimators (`tree_advantages(..., mode=)`), all `[B, N]` per token:
+
+- **treerl** (Hou et al. 2025, "TreeRL: LLM Reinforcement Learning with On-Policy Tree
+  Search", §3.2): a segment is a maximal run of a row's tokens with the same node `n`; its
+  parent `p(n)` is the previous segment's node (the root for the first). Each token of `n` gets
+  `[(V(n) − V(root)) + (V(n) − V(p(n)))] / √|n|` (global + local advantage, divided by the
+  square root of the leaves below, as nodes shared by many leaves are trained on once per leaf).
+  No fork: `2·(r_i − mean)`, twice Dr.GRPO.
+- **tempo** (Tran et al. 2025, "Exploiting Tree Structure for Credit Assignment in RL Training
+  of LLMs", TEMPO): GRPO's group-relative signal plus the branch-gated temporal difference of
+  the prefix values, `(r_i − V(root)) + [V(n(i, t)) − V(n(i, t−1))]` for `t ≥ 1` (the TD is
+  non-zero only at a token whose node is smaller than the previous token's, a branch point).
+  Departure: the prompt's own branching at `t = 0` gets no TD (every root row starts there;
+  GRPO's term already credits it), so that no fork gives exactly Dr.GRPO, `r_i − mean`.
+- **lambda_grpo** (Sullivan & Koller 2025, "GRPO is Secretly a Process Reward Model",
+  λ-GRPO): GRPO trains a token shared by the process set `n` once per member, i.e. with weight
+  `|n|`; λ-GRPO divides each token's term by the size of its process set:
+  `(r_i − mean) / |n(i, t)|^α` with α = 1 the paper's (α is this library's generalisation).
+  No fork: `r_i − mean`.
+
+`scale="group"` divides every estimator by the group's unbiased std + eps (GRPO's
+normalisation; TEMPO's "normalised rewards", as V is linear in the rewards; no fork then gives
+GRPO, and 2·GRPO for treerl); `"none"` keeps reward units (TreeRL's and the Dr.GRPO forms).
+A group whose rewards are all equal (`max == min`) gets exactly 0, as do invalid groups and
+masked tokens. Rows of a group are any permutation: `fork_parent` may be a global row index
+(it is read modulo G, as every parent is a row of the same group).
+"""
+import jax
+import jax.numpy as jnp
+
+TREE_MODES = ("treerl", "tempo", "lambda_grpo")
+
+
+def _lineage(fork_parent, fork_at, num_samples, p):
+    par = jnp.asarray(fork_parent).astype(jnp.int32)
+    at = jnp.asarray(fork_at).astype(jnp.int32)
+    if par.shape != (p * num_samples,) or at.shape != par.shape:
+        raise ValueError(f"fork_parent {par.shape} and fork_at {at.shape} must be [B]="
+                         f"[{p * num_samples}]")
+    return (par % num_samples).reshape(p, num_samples), at.reshape(p, num_samples)
+
+
+def prefix_owners(fork_parent, fork_at, num_tokens, *, num_samples):
+    """`owner(i, t)` as a group-local row index: the row that decoded row i's token t.
+
+    Args:
+      fork_parent, fork_at: `[B]` int lineage (`sampling.Rollout`), `B = P·G`.
+      num_tokens: N. num_samples: G.
+
+    Returns:
+      `[P, G, N]` int32 in `[0, G)`.
+    """
+    p = jnp.shape(fork_parent)[0] // num_samples
+    par, at = _lineage(fork_parent, fork_at, num_samples, p)
+    shape = (p, num_samples, num_tokens)
+    own0 = jnp.broadcast_to(jnp.arange(num_samples, dtype=jnp.int32)[None, :, None], shape)
+    inherit = jnp.arange(num_tokens)[None, None, :] < at[:, :, None]
+    gather = jnp.broadcast_to(par[:, :, None], shape)
+
+    def resolve(_, own):  # Each pass follows one more link of a fork chain (depth < G).
+        return jnp.where(inherit, jnp.take_along_axis(own, gather, axis=1), own0)
+    return jax.lax.fori_loop(0, num_samples, resolve, own0)
+
+
+def prefix_values(rewards, fork_parent, fork_at, num_tokens):
+    """Node sizes `|n(i, t)|` and centred values `V(n(i, t)) − V(root)` of every token.
+
+    Args:
+      rewards: `[P, G]` rewards; fork_parent, fork_at: `[B]` lineage; num_tokens: N.
+
+    Returns:
+      `(size [P, G, N] float32, value [P, G, N] float32)`.
+    """
+    r = jnp.asarray(rewards).astype(jnp.float32)
+    own = prefix_owners(fork_parent, fork_at, num_tokens, num_samples=r.shape[1])
+    same = (own[:, :, None, :] == own[:, None, :, :]).astype(jnp.float32)  # [P, G, G, N]
+    centred = r - jnp.mean(r, axis=1, keepdims=True)
+    size = jnp.sum(same, axis=2)
+    return size, jnp.einsum("pijt,pj->pit", same, centred) / size
+
+
+def _parent_values(size, value, g):
+    """V(p(n)) − V(root) per token: the value of the node before the token's segment."""
+    n = size.shape[-1]
+    prev_size = jnp.concatenate([jnp.full(size.shape[:-1] + (1,), float(g)), size[..., :-1]], -1)
+    prev_value = jnp.concatenate([jnp.zeros(value.shape[:-1] + (1,)), value[..., :-1]], -1)
+    start = jnp.where(size != prev_size, jnp.arange(n), -1)  # A segment starts here.
+    last = jax.lax.cummax(start, axis=start.ndim - 1)
+    return jnp.where(last >= 0, jnp.take_along_axis(prev_value, jnp.maximum(last, 0), -1), 0.0)
+
+
+def tree_advantages(rewards, fork_parent, fork_at, mask, *, mode="treerl", scale="none",
+                    eps=1e-6, exponent=1.0, group_mask=None):
+    """Per-token prefix-tree advantages of G leaves per prompt (module docstring: formulas).
+
+    Args:
+      rewards: `[P, G]` float rewards of the leaves, `G >= 2`.
+      fork_parent, fork_at: `[B]` int32 lineage of the `B = P·G` rows (`sampling.Rollout`).
+      mask: `[B, N]` tokens that are trained on (others get 0).
+      mode: "treerl" | "tempo" | "lambda_grpo".
+      scale: "none" (reward units) | "group" (divide by the group's ddof=1 std + eps).
+      eps: added to the std. exponent: λ-GRPO's α (weight `|n|^-α`).
+      group_mask: optional `[P]` bool of valid groups (others get 0).
+
+    Returns:
+      `[B, N]` float32 advantages.
+    """
+    if mode not in TREE_MODES:
+        raise ValueError(f"mode must be one of {TREE_MODES}, got {mode!r}")
+    if scale not in ("none", "group"):
+        raise ValueError(f"scale must be 'none' or 'group', got {scale!r}")
+    r = jnp.asarray(rewards).astype(jnp.float32)
+    m = jnp.asarray(mask).astype(bool)
+    if r.ndim != 2 or r.shape[1] < 2 or m.ndim != 2 or m.shape[0] != r.size:
+        raise ValueError(f"rewards must be [P, G] with G >= 2 and mask [P·G, N]; got rewards "
+                         f"{r.shape}, mask {m.shape}")
+    p, g = r.shape
+    size, value = prefix_values(r, fork_parent, fork_at, m.shape[1])
+    own = (r - jnp.mean(r, axis=1, keepdims=True))[:, :, None]  # r_i − V(root)
+    if mode == "treerl":
+        a = (2.0 * value - _parent_values(size, value, g)) / jnp.sqrt(size)
+    elif mode == "tempo":
+        td = value[..., 1:] - value[..., :-1]
+        a = own + jnp.concatenate([jnp.zeros((p, g, 1)), td], axis=-1)
+    else:
+        a = own * size ** -float(exponent)
+    if scale == "group":
+        a = a / (jnp.std(r, axis=1, ddof=1) + eps)[:, None, None]
+    flat = jnp.max(r, axis=1) == jnp.min(r, axis=1)
+    if group_mask is not None:
+        flat = flat | ~jnp.asarray(group_mask).astype(bool)
+    a = jnp.where(flat[:, None, None], 0.0, a).reshape(m.shape)
+    return jnp.where(m, a, 0.0).astype(jnp.float32)
