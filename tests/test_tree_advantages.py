@@ -16,16 +16,20 @@ P, G, N = 3, 6, 16
 MODES = ("treerl", "tempo", "lambda_grpo")
 
 
-def _lineage(seed, chains=False):
+def _lineage(seed, chains=False, free=0):
     """A random tree rollout of P groups: rows are roots or forks of an earlier row (at a
     position within that row's length; a fork of a fork inherits a fork_at >= its parent's,
     or any, with `chains`), lengths from 1 to N (a root may end before its siblings' fork
-    points), then the rows of each group permuted so parents may come after their children."""
+    points), the last `free` rows of a group empty (free rows no fork filled: length 0), then
+    the rows of each group permuted so parents may come after their children."""
     rng = np.random.default_rng(seed)
     parent, at, length = [], [], []
     for q in range(P):
         par, fat, ln = [0], [0], [int(rng.integers(1, N + 1))]
         for i in range(1, G):
+            if i >= G - free:
+                par.append(i), fat.append(0), ln.append(0)
+                continue
             j = i - 1 if chains and rng.random() < 0.7 else int(rng.integers(0, i))
             if rng.random() < 0.25 and not chains:
                 par.append(i), fat.append(0), ln.append(int(rng.integers(1, N + 1)))
@@ -43,7 +47,7 @@ def _lineage(seed, chains=False):
     return np.array(parent, np.int32), np.array(at, np.int32), mask, rewards
 
 
-def _atol(rewards, scale):
+def _atol(rewards, scale, leaves=None):
     """JAX float32 vs the float64 reference: each advantage is a handful of node values, each
     a sum over ≤ G centred rewards (the mean another G-term sum) divided by the node size,
     combined in ≤ 4 operations (and one sqrt); terms ≤ 2·max|r| each, at most 3 of them, so
@@ -51,7 +55,8 @@ def _atol(rewards, scale):
     dividing the magnitude by the smallest group std."""
     mag = 6 * float(np.max(np.abs(rewards)))
     if scale == "group":
-        stds = [np.std(r, ddof=1) for r in rewards if r.max() > r.min()]
+        kept = [r if leaves is None else r[leaves[q]] for q, r in enumerate(rewards)]
+        stds = [np.std(r, ddof=1) for r in kept if len(r) > 1 and r.max() > r.min()]
         mag /= min(stds)
     return numerics.ref_atol(3 * G + 8, mag, transcendentals=2)
 
@@ -63,12 +68,13 @@ def _run(rewards, parent, at, mask, **kw):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scale", ["none", "group"])
 def test_tree_advantages_match_the_trie_reference(mode, scale):
-    for seed, chains in [(0, False), (1, False), (2, True), (3, True)]:
-        parent, at, mask, rewards = _lineage(seed, chains)
+    for seed, chains, free in [(0, False, 0), (1, False, 2), (2, True, 0), (3, True, 1)]:
+        parent, at, mask, rewards = _lineage(seed, chains, free)
+        leaves = (mask.sum(1) > 0).reshape(P, G) if free else None
         tokens = tree_ref.lineage_tokens(parent, at, N)
-        got = _run(rewards, parent, at, mask, mode=mode, scale=scale)
-        want = tree_ref.tree_advantages(rewards, tokens, mask, mode, scale)
-        np.testing.assert_allclose(got, want, rtol=0, atol=_atol(rewards, scale))
+        got = _run(rewards, parent, at, mask, mode=mode, scale=scale, leaves=leaves)
+        want = tree_ref.tree_advantages(rewards, tokens, mask, mode, scale, leaves=leaves)
+        np.testing.assert_allclose(got, want, rtol=0, atol=_atol(rewards, scale, leaves))
 
 
 def test_a_hand_built_tree():
@@ -127,3 +133,55 @@ def test_bad_inputs_raise_one_line_errors():
         tree.tree_advantages(rewards, parent, at, mask, mode="mcts")
     with pytest.raises(ValueError, match=r"fork_parent .* must be \[B\]"):
         tree.tree_advantages(rewards, parent[:-1], at[:-1], mask)
+
+
+# ----------------------------------------------------------------------------- wiring
+
+def test_rl_config_takes_tree_credit_only_where_it_composes():
+    from rlvr_jax.train.rl_config import RLConfig
+    RLConfig(num_prompts=2, tree_advantage="tempo", advantage_scale="none")
+    for bad, match in [(dict(tree_advantage="mcts"), "tree_advantage must be one of"),
+                       (dict(tree_advantage="treerl", advantage="rloo"), "advantage='grpo'"),
+                       (dict(tree_advantage="treerl", advantage_scale="batch"), "'batch'"),
+                       (dict(tree_advantage="tempo", policy_loss="gspo"), "per-token"),
+                       (dict(tree_advantage="tempo", process_weight=0.5), "process_weight"),
+                       (dict(tree_advantage="lambda_grpo", tree_exponent=-1.0), ">= 0")]:
+        with pytest.raises(ValueError, match=match):
+            RLConfig(num_prompts=2, **bad)
+
+
+def test_validate_rejects_tree_credit_without_tree_rollouts():
+    from rlvr_jax.train import config as config_lib
+    from rlvr_jax.train import validate
+    from rlvr_jax.train.errors import ConfigError
+    config = config_lib.arithmetic_config()
+    config.rl.tree_advantage = "treerl"
+    with pytest.raises(ConfigError, match=r"^rl.tree_advantage: 'treerl' reads the lineage"):
+        validate.validate(config)
+
+
+def test_advantages_stage_reads_the_lineage_of_the_experience():
+    """The update's hook: per-token tree advantages from exp.fork_parent / fork_at (rows with
+    no token are no leaf), the lineage dropped afterwards; without one, a clear error."""
+    import jax.numpy as jnp
+    from rlvr_jax.train import algorithms
+    from rlvr_jax.train import step as step_lib
+    from rlvr_jax.train.experience import Experience, Groups
+    from rlvr_jax.train.rl_config import RLConfig
+    parent, at, mask, rewards = _lineage(8, free=1)
+    valid = jnp.array([True, True, False])
+    mask = mask * np.repeat(np.asarray(valid), G)[:, None]
+    algo = algorithms.resolve(RLConfig(num_prompts=P, tree_advantage="tempo"))
+    exp = Experience(tokens=jnp.zeros((P * G, N + 2), jnp.int32),
+                     attention=jnp.ones((P * G, N + 2), jnp.int32), mask=jnp.asarray(mask),
+                     sampler_logp=jnp.zeros((P * G, N)), row_valid=jnp.repeat(valid, G),
+                     fork_parent=jnp.asarray(parent), fork_at=jnp.asarray(at))
+    groups = Groups(rollout=None, rewards=jnp.asarray(rewards), valid=valid)
+    got, metrics = step_lib.advantages_stage(groups, exp, algo=algo)
+    want = tree.tree_advantages(rewards, parent, at, mask, mode="tempo", scale="group",
+                                group_mask=valid, leaves=(mask.sum(1) > 0).reshape(P, G))
+    np.testing.assert_array_equal(np.asarray(got.advantages), np.asarray(want))
+    assert got.fork_parent is None and got.fork_at is None and "advantages/mean" in metrics
+    with pytest.raises(ValueError, match="needs the lineage of tree rollouts"):
+        step_lib.advantages_stage(groups, exp.replace(fork_parent=None, fork_at=None),
+                                  algo=algo)

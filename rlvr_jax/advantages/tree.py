@@ -32,7 +32,8 @@ Estimators (`tree_advantages(..., mode=)`), all `[B, N]` per token:
 normalisation; TEMPO's "normalised rewards", as V is linear in the rewards; no fork then gives
 GRPO, and 2·GRPO for treerl); `"none"` keeps reward units (TreeRL's and the Dr.GRPO forms).
 A group whose rewards are all equal (`max == min`) gets exactly 0, as do invalid groups and
-masked tokens. Rows of a group are any permutation: `fork_parent` may be a global row index
+masked tokens; `leaves` leaves out rows that are no leaf (a free row of a tree rollout that
+no fork filled: its reward is no sample of the policy). Rows of a group are any permutation: `fork_parent` may be a global row index
 (it is read modulo G, as every parent is a row of the same group).
 """
 import jax
@@ -72,27 +73,46 @@ def prefix_owners(fork_parent, fork_at, num_tokens, *, num_samples):
     return jax.lax.fori_loop(0, num_samples, resolve, own0)
 
 
-def prefix_values(rewards, fork_parent, fork_at, num_tokens):
+def prefix_values(rewards, fork_parent, fork_at, num_tokens, leaves=None):
     """Node sizes `|n(i, t)|` and centred values `V(n(i, t)) − V(root)` of every token.
 
     Args:
       rewards: `[P, G]` rewards; fork_parent, fork_at: `[B]` lineage; num_tokens: N.
+      leaves: optional `[P, G]` bool, the rows that are leaves (None: all); the others (a
+        tree rollout's free rows that no fork filled) count in no node and no mean.
 
     Returns:
-      `(size [P, G, N] float32, value [P, G, N] float32)`.
+      `(size [P, G, N] float32, value [P, G, N] float32)` (a non-leaf row's own tokens:
+      size 0, value 0).
     """
     r = jnp.asarray(rewards).astype(jnp.float32)
+    w = _leaf_weights(r, leaves)
     own = prefix_owners(fork_parent, fork_at, num_tokens, num_samples=r.shape[1])
-    same = (own[:, :, None, :] == own[:, None, :, :]).astype(jnp.float32)  # [P, G, G, N]
-    centred = r - jnp.mean(r, axis=1, keepdims=True)
+    same = (own[:, :, None, :] == own[:, None, :, :]) & (w[:, None, :, None] > 0)
+    same = same.astype(jnp.float32)  # [P, G, G, N]: j is a leaf below i's token t.
+    centred = w * (r - _mean(r, w))
     size = jnp.sum(same, axis=2)
-    return size, jnp.einsum("pijt,pj->pit", same, centred) / size
+    return size, jnp.einsum("pijt,pj->pit", same, centred) / jnp.maximum(size, 1.0)
 
 
-def _parent_values(size, value, g):
+def _leaf_weights(r, leaves):
+    if leaves is None:
+        return jnp.ones_like(r)
+    w = jnp.asarray(leaves).astype(bool)
+    if w.shape != r.shape:
+        raise ValueError(f"leaves must be [P, G]={r.shape}, got shape {w.shape}")
+    return w.astype(jnp.float32)
+
+
+def _mean(r, w):
+    return jnp.sum(w * r, axis=1, keepdims=True) / jnp.maximum(jnp.sum(w, 1, keepdims=True), 1.0)
+
+
+def _parent_values(size, value, num_leaves):
     """V(p(n)) − V(root) per token: the value of the node before the token's segment."""
     n = size.shape[-1]
-    prev_size = jnp.concatenate([jnp.full(size.shape[:-1] + (1,), float(g)), size[..., :-1]], -1)
+    root = jnp.broadcast_to(num_leaves[:, None, None], size.shape[:-1] + (1,))
+    prev_size = jnp.concatenate([root, size[..., :-1]], -1)
     prev_value = jnp.concatenate([jnp.zeros(value.shape[:-1] + (1,)), value[..., :-1]], -1)
     start = jnp.where(size != prev_size, jnp.arange(n), -1)  # A segment starts here.
     last = jax.lax.cummax(start, axis=start.ndim - 1)
@@ -100,7 +120,7 @@ def _parent_values(size, value, g):
 
 
 def tree_advantages(rewards, fork_parent, fork_at, mask, *, mode="treerl", scale="none",
-                    eps=1e-6, exponent=1.0, group_mask=None):
+                    eps=1e-6, exponent=1.0, group_mask=None, leaves=None):
     """Per-token prefix-tree advantages of G leaves per prompt (module docstring: formulas).
 
     Args:
@@ -111,6 +131,9 @@ def tree_advantages(rewards, fork_parent, fork_at, mask, *, mode="treerl", scale
       scale: "none" (reward units) | "group" (divide by the group's ddof=1 std + eps).
       eps: added to the std. exponent: λ-GRPO's α (weight `|n|^-α`).
       group_mask: optional `[P]` bool of valid groups (others get 0).
+      leaves: optional `[P, G]` bool, the rows that are leaves (None: all): the mean, the
+        std, the node values and the all-equal test run over these; a group with fewer than
+        2 gets 0, as do the other rows.
 
     Returns:
       `[B, N]` float32 advantages.
@@ -125,19 +148,25 @@ def tree_advantages(rewards, fork_parent, fork_at, mask, *, mode="treerl", scale
         raise ValueError(f"rewards must be [P, G] with G >= 2 and mask [P·G, N]; got rewards "
                          f"{r.shape}, mask {m.shape}")
     p, g = r.shape
-    size, value = prefix_values(r, fork_parent, fork_at, m.shape[1])
-    own = (r - jnp.mean(r, axis=1, keepdims=True))[:, :, None]  # r_i − V(root)
+    w = _leaf_weights(r, leaves)
+    size, value = prefix_values(r, fork_parent, fork_at, m.shape[1], leaves=w)
+    num_leaves = jnp.sum(w, axis=1)
+    own = (w * (r - _mean(r, w)))[:, :, None]  # r_i − V(root)
     if mode == "treerl":
-        a = (2.0 * value - _parent_values(size, value, g)) / jnp.sqrt(size)
+        parent = _parent_values(size, value, num_leaves)
+        a = (2.0 * value - parent) / jnp.sqrt(jnp.maximum(size, 1.0))
     elif mode == "tempo":
         td = value[..., 1:] - value[..., :-1]
         a = own + jnp.concatenate([jnp.zeros((p, g, 1)), td], axis=-1)
     else:
-        a = own * size ** -float(exponent)
+        a = own * jnp.maximum(size, 1.0) ** -float(exponent)
     if scale == "group":
-        a = a / (jnp.std(r, axis=1, ddof=1) + eps)[:, None, None]
-    flat = jnp.max(r, axis=1) == jnp.min(r, axis=1)
+        var = jnp.sum(w * jnp.square(r - _mean(r, w)), 1) / jnp.maximum(num_leaves - 1, 1.0)
+        a = a / (jnp.sqrt(var) + eps)[:, None, None]
+    big, small = jnp.where(w > 0, r, -jnp.inf), jnp.where(w > 0, r, jnp.inf)
+    flat = (jnp.max(big, axis=1) == jnp.min(small, axis=1)) | (num_leaves < 2)
     if group_mask is not None:
         flat = flat | ~jnp.asarray(group_mask).astype(bool)
+    a = jnp.where(w[:, :, None] > 0, a, 0.0)
     a = jnp.where(flat[:, None, None], 0.0, a).reshape(m.shape)
     return jnp.where(m, a, 0.0).astype(jnp.float32)

@@ -150,6 +150,9 @@ class Algorithm:
         group_mask) -> (advantages [B, N], returns or None) of multi-turn credit
         (`advantages.turn_token_advantages`; rl.turn_advantage), replacing the estimator's;
         None with rl.turn_advantage = "none".
+      tree_advantages: fn(rewards [P, G], fork_parent [B], fork_at [B], mask [B, N],
+        valid [P]) -> advantages [B, N] of prefix-tree credit (`advantages.tree_advantages`;
+        rl.tree_advantage), replacing GRPO's; None with rl.tree_advantage = "none".
     """
     group_advantages: Optional[Callable]
     token_advantages: Optional[Callable]
@@ -164,6 +167,7 @@ class Algorithm:
     process_advantages: Optional[Callable] = None
     entropy_tokens: Callable = lambda mask, high_entropy: high_entropy
     turn_advantages: Optional[Callable] = None
+    tree_advantages: Optional[Callable] = None
 
 
 def resolve(rl: RLConfig) -> Algorithm:
@@ -193,7 +197,10 @@ def resolve(rl: RLConfig) -> Algorithm:
         else (lambda mask, high_entropy: high_entropy),
         turn_advantages=None if rl.turn_advantage == "none" else functools.partial(
             adv.turn_token_advantages, mode=rl.turn_advantage, gamma=rl.turn_discount,
-            lam=rl.turn_lambda, eps=rl.advantage_eps))
+            lam=rl.turn_lambda, eps=rl.advantage_eps),
+        tree_advantages=None if rl.tree_advantage == "none" else functools.partial(
+            _tree_advantages, mode=rl.tree_advantage, scale=rl.advantage_scale,
+            eps=rl.advantage_eps, exponent=rl.tree_exponent))
 
 
 def _group_estimator(rl: RLConfig) -> Callable:
@@ -217,6 +224,17 @@ def _group_estimator(rl: RLConfig) -> Callable:
                                   negative_weight=rl.negative_weight)
         return jnp.where(valid[:, None], a, 0.0)
     return group_advantages
+
+
+def _tree_advantages(rewards, fork_parent, fork_at, mask, valid, **kw):
+    if fork_parent is None or fork_at is None:
+        raise ValueError("rl.tree_advantage needs the lineage of tree rollouts (sampling.tree); "
+                         "this rollout has none")
+    # The leaves are the rows with tokens: a free row no fork filled is empty (its reward
+    # scores no sample of the policy).
+    leaves = jnp.any(mask > 0, axis=1).reshape(rewards.shape)
+    return adv.tree_advantages(rewards, fork_parent, fork_at, mask, group_mask=valid,
+                               leaves=leaves, **kw)
 
 
 def _w_reinforce(rewards, *, group_mask, positive_weight, negative_weight):

@@ -35,24 +35,28 @@ def _trie(tokens):
 
 
 def tree_advantages(rewards, tokens, mask, mode, scale="none", eps=1e-6, exponent=1.0,
-                    group_mask=None):
+                    group_mask=None, leaves=None):
     """[B, N] float64: per group, node(i, t) = leaves of the trie node of row i's prefix
-    through t; V(node) = mean reward of its leaves; V(root) = group mean."""
+    through t; V(node) = mean reward of its leaves; V(root) = mean over the group's leaves
+    (`leaves` [P, G] bool; None: every row); rows that are no leaf are left out (0)."""
     rewards = np.asarray(rewards, np.float64)
     p, g = rewards.shape
     n = tokens.shape[1]
     out = np.zeros((p * g, n))
     for q in range(p):
+        rows = [i for i in range(g) if leaves is None or leaves[q][i]]
         r = rewards[q]
-        if r.max() == r.min() or (group_mask is not None and not group_mask[q]):
+        kept = r[rows]
+        if len(rows) < 2 or kept.max() == kept.min() or (
+                group_mask is not None and not group_mask[q]):
             continue
-        leaves = _trie([tokens[q * g + i] for i in range(g)])
-        root = r.mean()
-        std = np.std(r, ddof=1) + eps if scale == "group" else 1.0
-        for i in range(g):
+        below = _trie([tokens[q * g + i] for i in rows])  # trie rows are positions in `rows`
+        root = kept.mean()
+        std = np.std(kept, ddof=1) + eps if scale == "group" else 1.0
+        for i in rows:
             row = tokens[q * g + i]
-            nodes = [frozenset(range(g))] + [frozenset(leaves[tuple(row[:t + 1])])
-                                              for t in range(n)]
+            nodes = [frozenset(rows)] + [frozenset(rows[k] for k in below[tuple(row[:t + 1])])
+                                         for t in range(n)]
             value = [np.mean(r[sorted(s)]) for s in nodes]
             parent = root  # V of the previous segment's node.
             for t in range(n):
