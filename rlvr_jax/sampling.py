@@ -30,6 +30,7 @@ Log-probs. `Rollout.logprobs` holds log softmax(logits / temperature) of each sa
 `rlvr_jax.models.sequence_logprobs(..., temperature=...)`.
 """
 import dataclasses
+import functools
 import math
 from typing import Optional, Sequence, Tuple
 
@@ -38,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import cache_phases, live_rows
+from rlvr_jax import cache_phases, live_rows, tree_rollouts
 from rlvr_jax.models import decode_attention, decoding
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.token_sampling import sample_tokens
@@ -81,7 +82,10 @@ class SamplingConfig:
         from 128 new tokens 0.7 on CPU, 0.5 down to 32 rows elsewhere; off below.
       attention_impl: the decode steps' attention (`decoding.forward`), one of
         `models.decode_attention.IMPLS` ("pallas": a kernel over the valid slots only), or
-        None (default: `decode_attention.default_impl`, "plain" on CPU)."""
+        None (default: `decode_attention.default_impl`, "plain" on CPU).
+      tree: a `tree_rollouts.TreeConfig`: rows fork into free rows of their prompt inside
+        the decode loop (G rows stay the leaves; compaction is off); None (default): G
+        independent samples."""
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -96,6 +100,7 @@ class SamplingConfig:
     vocab_limit: int = 0
     compact_ratio: Optional[float] = None
     attention_impl: Optional[str] = None
+    tree: Optional[tree_rollouts.TreeConfig] = None
 
     def __post_init__(self):
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
@@ -128,6 +133,8 @@ class SamplingConfig:
             jnp.dtype(self.cache_dtype)  # Raises on unknown names.
         live_rows.check_ratio(self.compact_ratio)
         decode_attention.check_impl(self.attention_impl)
+        if self.tree is not None:
+            self.tree.check(self.num_samples, self.max_new_tokens)
 
     def replace(self, **changes) -> "SamplingConfig":
         """A copy with some fields changed (validated again)."""
@@ -300,25 +307,41 @@ def decode_step(prepared, state: live_rows.DecodeState, step_key, *,
 
     Returns: the next `DecodeState`. Rows already done are fed `pad_id`, masked out of attention,
     and get pad / log-prob 0 / mask 0 in column t."""
+    state, logits = feed_step(prepared, state, model_config=model_config,
+                              sampling_config=sampling_config)
+    return emit_step(state, logits, step_key, sampling_config)
+
+
+def feed_step(prepared, state: live_rows.DecodeState, *, model_config: ModelConfig,
+              sampling_config: SamplingConfig):
+    """`decode_step`'s first half: (state with the cache that holds token t - 1, logits
+    [b, V] of token t); done rows are fed `pad_id`, masked out of attention."""
     sc, mc, st = sampling_config, model_config, state
     # Tie the weights to the step counter: under a sharded (e.g. FSDP) layout, XLA would
     # otherwise hoist every layer's weight all-gather out of the decode loop and keep the
     # gathered weights of ALL layers alive for the whole rollout (+~0.5 GB per layer and
     # device for an 8B model on 8 devices). A no-op on one device.
-    prepared, t = jax.lax.optimization_barrier((prepared, st.t))
+    prepared, _ = jax.lax.optimization_barrier((prepared, st.t))
     active = ~st.done
     feed = jnp.where(active, st.token, sc.pad_id)
     logits, cache = decoding.forward(prepared, feed[:, None], config=mc, cache=st.cache,
                                      attention_mask=active[:, None].astype(jnp.int32),
                                      attention_impl=sc.attention_impl)
-    new, logp = sample_token(logits[:, 0], jax.random.fold_in(step_key, t), sc, st.rows)
+    return st._replace(cache=cache), logits[:, 0]
+
+
+def emit_step(state: live_rows.DecodeState, logits, step_key, sc: SamplingConfig):
+    """`decode_step`'s second half: samples token t from logits [b, V] with each row's
+    noise (`state.rows`) and writes column t; done rows get pad / log-prob 0 / mask 0."""
+    st, t = state, state.t
+    active = ~st.done
+    new, logp = sample_token(logits, jax.random.fold_in(step_key, t), sc, st.rows)
     new = jnp.where(active, new, sc.pad_id)
     column = lambda x, v: jax.lax.dynamic_update_slice_in_dim(x, v[:, None], t, axis=1)  # noqa
     done = st.done | _is_stop(new, sc.stop_token_ids)
     if st.budgets is not None:
         done = done | (t + 1 >= st.budgets)
-    return st._replace(t=t + 1, cache=cache, token=new, done=done,
-                       tokens=column(st.tokens, new),
+    return st._replace(t=t + 1, token=new, done=done, tokens=column(st.tokens, new),
                        logprobs=column(st.logprobs, jnp.where(active, logp, 0.0)),
                        mask=column(st.mask, active.astype(jnp.int32)))
 
@@ -389,14 +412,15 @@ def generate(
     first_key, step_key = jax.random.split(rng, 2)
     # 2. Sample each row's first token; 3. decode: step t feeds token t - 1, samples token t.
     state = first_state(cache, first_logits, first_key, sc, budgets)
-    tokens, logps, masks, done, steps = _decode(prepared, state, step_key, tp, mc, sc)
+    (tokens, logps, masks, done, steps), forks = _decode(prepared, state, step_key, tp, mc, sc)
     lengths = jnp.sum(masks, axis=1, dtype=jnp.int32)
     if budgets is not None:  # A stop token, not the budget, ended the finished rows.
         last = jnp.take_along_axis(tokens, jnp.maximum(lengths - 1, 0)[:, None], axis=1)
         done = _is_stop(last[:, 0], sc.stop_token_ids)
     return Rollout(tokens=tokens, mask=masks, logprobs=logps, lengths=lengths, finished=done,
                    prompt_tokens=_repeat(prompt_tokens, sc.num_samples),
-                   prompt_mask=_repeat(prompt_mask, sc.num_samples), decode_steps=steps)
+                   prompt_mask=_repeat(prompt_mask, sc.num_samples), decode_steps=steps,
+                   **forks)
 
 
 def _repeat(x, g: int):
@@ -423,15 +447,17 @@ def first_state(cache, first_logits, key, sc: SamplingConfig, budgets=None):
 
 
 def _decode(prepared, state, step_key, tp: int, mc: ModelConfig, sc: SamplingConfig):
-    """The decode loop (`live_rows.decode`) with `decode_step` as its body."""
-    def body(state):
-        return decode_step(prepared, state, step_key, model_config=mc, sampling_config=sc)
-
+    """The decode loop, `decode_step` as its body: `live_rows.decode` or, with `sc.tree`,
+    `tree_rollouts.decode`; ((tokens, logprobs, mask, done, decode steps), fork fields)."""
+    feed = functools.partial(feed_step, prepared, model_config=mc, sampling_config=sc)
+    emit = functools.partial(emit_step, step_key=step_key, sc=sc)
     n = sc.max_new_tokens
     phases = tuple((size, min(n, size - tp + 1))  # Steps t < size - Tp + 1 fit `size` slots.
                    for size in cache_phases.cache_sizes(tp, n, cache_phases.cache_window_of(sc)))
+    if sc.tree is not None:
+        return tree_rollouts.decode(feed, emit, state, phases, sc)
     sizes = live_rows.sizes_of(state.done.shape[0], sc)
-    return live_rows.decode(body, state, phases, sizes, sc.num_samples)
+    return live_rows.decode(lambda st: emit(*feed(st)), state, phases, sizes, sc.num_samples), {}
 
 
 jit_generate = jax.jit(generate, static_argnames=("model_config", "sampling_config"))
