@@ -9,9 +9,10 @@
 Built once from the config (`train/build.py`) and used by the RL step, the evaluator and
 the warm-up's replay of worked solutions. The constructor is the one place that asks
 whether the rollout runs on the host (`traceable`): `env` None samples with
-`sampling.generate`, a `multiturn.DeviceEnv` plays episodes inside the compiled program
-(`multiturn.generate_episodes`), a `multiturn.HostEnv` plays them between compiled segments
-with its `multiturn.HostTools` (`multiturn.play_on_host`).
+`sampling.generate` (tree rollouts too, `SamplingConfig.tree`), a `multiturn.DeviceEnv`
+plays episodes inside the compiled program (`multiturn.generate_episodes`), a
+`multiturn.HostEnv` plays them between compiled segments with its `multiturn.HostTools`
+(`multiturn.play_on_host`); episodes do not fork.
 
 Shapes: P prompts [P, Tp] (left-padded), G = sampling_config.num_samples, B = P·G rows,
 N = max_new_tokens. `batch` = {"prompt_tokens" [P, Tp], "prompt_mask" [P, Tp],
@@ -60,6 +61,9 @@ class Sampler:
     def __init__(self, model_config: ModelConfig, sampling_config: sampling.SamplingConfig, *,
                  env=None, tools=None, tokenizer=None, tool_workers: int = 4,
                  decode_shardings=None):
+        if env is not None and sampling_config.tree is not None:
+            raise ValueError("tree rollouts (sampling_config.tree) fork single-turn samples "
+                             "only; an environment's episodes do not fork")
         self.model_config, self.sampling_config = model_config, sampling_config
         self.env, self.decode_shardings = env, decode_shardings
         # The one question: does the rollout leave the compiled program (host episodes)?

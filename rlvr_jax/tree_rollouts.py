@@ -28,7 +28,7 @@ max_new_tokens, V vocabulary.
 import dataclasses
 import functools
 import math
-from typing import Callable, NamedTuple, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -97,6 +97,16 @@ class TreeConfig:
         if self.mode == "depth" and self.depths[-1] >= max_new_tokens:
             raise ValueError(f"depths must be < max_new_tokens ({max_new_tokens}), got "
                              f"{self.depths}")
+
+
+def from_config(section) -> Optional[TreeConfig]:
+    """A config's `sampling.tree` block (`train/config.py`; None or mode "": off) as a
+    `TreeConfig`."""
+    if section is None or not section.mode:
+        return None
+    return TreeConfig(mode=section.mode, branches=section.branches, max_forks=section.max_forks,
+                      depths=tuple(section.depths), every=section.every,
+                      entropy_threshold=section.entropy_threshold)
 
 
 class TreeState(NamedTuple):
@@ -204,6 +214,14 @@ def decode(feed: Callable, emit: Callable, state: live_rows.DecodeState, phases,
 def _running(limit: int, carry) -> jax.Array:
     """Whether the loop goes on: step < limit and some row is live."""
     return (carry[0].t < limit) & jnp.any(~carry[0].done)
+
+
+def regroup_parents(fork_parent: jax.Array, g: int) -> jax.Array:
+    """[B] `Rollout.fork_parent` of rows taken from a rollout as whole groups of g (e.g.
+    dynamic sampling's selected groups), by the rows' new ids: a parent keeps its place in
+    its group."""
+    rows = jnp.arange(fork_parent.shape[0], dtype=jnp.int32)
+    return rows // g * g + fork_parent % g
 
 
 def shared_tokens(rollout) -> jax.Array:

@@ -21,7 +21,7 @@ import os
 import numpy as np
 import pytest
 
-from rlvr_jax import scoring
+from rlvr_jax import scoring, tree_rollouts
 from rlvr_jax.data import datasets
 from rlvr_jax.data.tokenizers import load_tokenizer
 from rlvr_jax.train import build, loop, rl_config
@@ -565,3 +565,7 @@ def test_decode_settings_reach_the_sampling_config():
     config.sampling.compact_ratio, config.sampling.decode_attention = 0.5, "plain"
     chosen = build.sampling_config(config, tok)
     assert chosen.compact_ratio == 0.5 and chosen.attention_impl == "plain"
+    assert auto.tree is None  # sampling.tree.mode "": independent samples.
+    config.sampling.tree.mode, config.sampling.tree.depths = "depth", (3, 5)
+    assert build.sampling_config(config, tok).tree == tree_rollouts.TreeConfig(
+        mode="depth", depths=(3, 5), branches=2, max_forks=1, every=8)

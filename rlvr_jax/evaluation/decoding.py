@@ -28,11 +28,12 @@ def eval_sampler(sampler: Sampler, *, num_samples: int, greedy: bool = False,
     """`sampler` (a run's rollout kind and its decoding settings: completion length, stop
     and pad tokens, vocabulary limit, cache, compaction, attention) with only what an
     evaluation chooses changed: `num_samples` per prompt, greedy or `temperature` / `top_p`
-    sampling, no top-k filter. Greedy decoding reads temperature 1 (its log-probs only)."""
+    sampling, no top-k filter, independent samples (no tree rollouts). Greedy decoding reads
+    temperature 1 (its log-probs only)."""
     if greedy:
         temperature, top_p = 1.0, 1.0
     return with_sampling(sampler, num_samples=num_samples, greedy=greedy,
-                         temperature=temperature, top_k=0, top_p=top_p)
+                         temperature=temperature, top_k=0, top_p=top_p, tree=None)
 
 
 def generate_texts(params, sampler: Sampler, tokenizer, prompt_tokens, prompt_mask, rng, *,

@@ -14,6 +14,7 @@ from rlvr_jax import (cache_phases, distributed, evaluation, models, multiturn, 
                       sharding)
 from rlvr_jax.data import datasets, files
 from rlvr_jax.models import lora
+from rlvr_jax import tree_rollouts
 from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import adaptive, adapters, offpolicy, reference
 from rlvr_jax.train import state as state_lib
@@ -334,7 +335,8 @@ def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
         cache_window=cache_phases.cache_window_setting(s.cache_window),
         compact_ratio=None if s.get("compact_ratio", -1.0) == -1 else s.compact_ratio,
         attention_impl=s.get("decode_attention", "") or None,
-        vocab_limit=tokenizer.vocab_size)  # Ids the tokenizer cannot decode: never drawn.
+        vocab_limit=tokenizer.vocab_size,  # Ids the tokenizer cannot decode: never drawn.
+        tree=tree_rollouts.from_config(s.get("tree")))
 
 
 def prompts_per_step(config) -> int:

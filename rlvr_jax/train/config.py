@@ -191,6 +191,18 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     c.sampling.decode_attention = ""  # Decode steps' attention: "" by backend (plain on CPU,
     #                                  pallas on GPUs, grouped else) | grouped | plain |
     #                                  pallas (a Triton kernel over the valid slots).
+    c.sampling.tree = ml_collections.ConfigDict()  # Tree rollouts (docs/tree_rollouts.md):
+    #                                  rows fork inside the sampler; G leaves per prompt.
+    c.sampling.tree.mode = ""        # "": off (G independent samples) | depth (fork at the
+    #                                  completion positions `depths`) | every (at every, 2·every,
+    #                                  …) | entropy (the live row of a prompt with the highest
+    #                                  next-token entropy above entropy_threshold, per step).
+    c.sampling.tree.branches = 2     # Rows after a fork (the parent + branches - 1 copies).
+    c.sampling.tree.max_forks = 1    # Forks per prompt; the first rl.num_samples - max_forks ·
+    #                                  (branches - 1) rows (>= 1) are the roots.
+    c.sampling.tree.depths = ()      # mode depth: positions >= 1 and < max_new_tokens, e.g. (4, 8).
+    c.sampling.tree.every = 8        # mode every: fork every this many tokens.
+    c.sampling.tree.entropy_threshold = 1.0  # mode entropy: nats (softmax(logits / temperature)).
 
     c.env = ml_collections.ConfigDict()  # Multi-turn episodes with a tool (docs/multiturn.md).
     c.env.name = ""                  # "": single-turn; "calculator" (on device): "[12*34]" ->

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_jax import advantages as adv_lib
-from rlvr_jax import live_rows, sampling
+from rlvr_jax import live_rows, sampling, tree_rollouts
 from rlvr_jax.numerics import masked_mean, masked_stats
 
 Metrics = Dict[str, jax.Array]
@@ -33,6 +33,10 @@ def rollout_metrics(rollout: sampling.Rollout, rewards: jax.Array, valid: jax.Ar
     })
     if rollout.decode_steps is not None:  # Completion tokens / decode row-steps run.
         metrics["rollout/useful_fraction"] = live_rows.useful_fraction(rollout)
+    if rollout.fork_at is not None:  # Tree rollouts: tokens copied at forks vs decoded.
+        shared = tree_rollouts.shared_tokens(rollout)
+        metrics["rollout/shared_prefix_tokens"] = shared
+        metrics["rollout/decoded_tokens"] = jnp.sum(rollout.lengths, dtype=jnp.int32) - shared
     return metrics
 
 

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import optax
 
 from rlvr_jax import advantages as adv_lib
-from rlvr_jax import losses, models, sampling, scoring
+from rlvr_jax import losses, models, sampling, scoring, tree_rollouts
 from rlvr_jax.models import ModelConfig, lora, transformer
 from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import distill, hints, microbatch, objective, offpolicy, reference
@@ -80,7 +80,11 @@ def select_update_groups(rollout: sampling.Rollout, rewards: jax.Array, num_samp
                "rollout/sampled_zero_variance_fraction": 1.0 - kept,
                "rollout/all_correct_fraction": jnp.mean(
                    (jnp.min(r, axis=1) > 0.5).astype(jnp.float32))}
-    return Groups(take_rows(rollout, rows), jnp.take(r, groups, axis=0), valid,
+    taken = take_rows(rollout, rows)
+    if rollout.fork_parent is not None:  # Tree rollouts: parents by their rows' new ids.
+        taken = taken.replace(fork_parent=tree_rollouts.regroup_parents(taken.fork_parent,
+                                                                        num_samples))
+    return Groups(taken, jnp.take(r, groups, axis=0), valid,
                   None if steps is None else take_rows(steps, rows)), metrics
 
 

@@ -12,7 +12,7 @@ with the builders and raise `ConfigError` too (`user_input`).
 """
 import os
 
-from rlvr_jax import cache_phases, multiturn, sampling, sharding, tasks
+from rlvr_jax import cache_phases, multiturn, sampling, sharding, tasks, tree_rollouts
 from rlvr_jax.models import config as model_config_lib
 from rlvr_jax.models import decode_attention
 from rlvr_jax.models import presets
@@ -196,7 +196,32 @@ def _check_sampling(config) -> None:
               f"{', '.join(sorted(sharding.RULE_PRESETS))} (or \"\")")
     if not 0 < config.eval.temperature:
         _fail("eval.temperature", f"must be > 0, got {config.eval.temperature}")
+    _check_tree(config)
     _check_env(config)
+
+
+def _check_tree(config) -> None:
+    s = config.sampling
+    try:
+        tree = tree_rollouts.from_config(s.get("tree"))
+        if tree is not None:
+            tree.check(config.rl.num_samples, s.max_new_tokens)
+    except ValueError as e:
+        if str(e).startswith("mode "):
+            e = ValueError(f"{e} (or \"\": off)")
+        raise _field_error(e, "sampling.tree") from e
+    except TypeError as e:  # E.g. depths not a sequence of ints.
+        _fail("sampling.tree", str(e))
+    if tree is None:
+        return
+    clashes = (("env.name", config.env.name, "multi-turn episodes do not fork"),
+               ("rl.hint_mode", config.rl.hint_mode != "off", "hints re-sample forked rows"),
+               ("rl.offpolicy_per_group", config.rl.offpolicy_per_group,
+                "expert rows would replace forked rows"))
+    for field, on, why in clashes:
+        if on:
+            _fail("sampling.tree.mode", f"tree rollouts ({tree.mode!r}) cannot be combined with "
+                  f"{field} ({why}); set one of them off")
 
 
 def _check_env(config) -> None:
