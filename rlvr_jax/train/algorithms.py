@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from rlvr_jax import advantages as adv
 from rlvr_jax import losses
+from rlvr_jax.train.metrics import advantage_metrics
 from rlvr_jax.train.rl_config import RLConfig
 
 PRESETS = {
@@ -150,9 +151,10 @@ class Algorithm:
         group_mask) -> (advantages [B, N], returns or None) of multi-turn credit
         (`advantages.turn_token_advantages`; rl.turn_advantage), replacing the estimator's;
         None with rl.turn_advantage = "none".
-      tree_advantages: fn(rewards [P, G], fork_parent [B], fork_at [B], mask [B, N],
-        valid [P]) -> advantages [B, N] of prefix-tree credit (`advantages.tree_advantages`;
-        rl.tree_advantage), replacing GRPO's; None with rl.tree_advantage = "none".
+      tree_advantages: fn(rewards [P, G], valid [P], exp) -> (exp with the advantages [B, N]
+        of prefix-tree credit from exp.fork_parent / fork_at, `advantages.tree_advantages`,
+        and the lineage dropped; their metrics): rl.tree_advantage, replacing GRPO's; None
+        with rl.tree_advantage = "none".
     """
     group_advantages: Optional[Callable]
     token_advantages: Optional[Callable]
@@ -226,15 +228,18 @@ def _group_estimator(rl: RLConfig) -> Callable:
     return group_advantages
 
 
-def _tree_advantages(rewards, fork_parent, fork_at, mask, valid, **kw):
-    if fork_parent is None or fork_at is None:
+def _tree_advantages(rewards, valid, exp, **kw):
+    """`Algorithm.tree_advantages`: the update's advantages stage for rl.tree_advantage."""
+    if exp.fork_parent is None or exp.fork_at is None:
         raise ValueError("rl.tree_advantage needs the lineage of tree rollouts (sampling.tree); "
                          "this rollout has none")
-    # The leaves are the rows with tokens: a free row no fork filled is empty (its reward
+    # The leaves are the rows with tokens: a spare row no fork filled is empty (its reward
     # scores no sample of the policy).
-    leaves = jnp.any(mask > 0, axis=1).reshape(rewards.shape)
-    return adv.tree_advantages(rewards, fork_parent, fork_at, mask, group_mask=valid,
-                               leaves=leaves, **kw)
+    leaves = jnp.any(exp.mask > 0, axis=1).reshape(rewards.shape)
+    a = adv.tree_advantages(rewards, exp.fork_parent, exp.fork_at, exp.mask, group_mask=valid,
+                            leaves=leaves, **kw)
+    return (exp.replace(advantages=a, fork_parent=None, fork_at=None),
+            advantage_metrics(a, exp.mask))
 
 
 def _w_reinforce(rewards, *, group_mask, positive_weight, negative_weight):

@@ -144,10 +144,7 @@ def advantages_stage(groups: Groups, exp: Experience, *, algo: Algorithm,
     process rewards (`groups.steps`) enter as token rewards or a process advantage."""
     steps = groups.steps
     if algo.tree_advantages is not None:  # Prefix-tree credit (rl.tree_advantage).
-        a = algo.tree_advantages(groups.rewards, exp.fork_parent, exp.fork_at, exp.mask,
-                                 groups.valid)
-        return exp.replace(advantages=a, fork_parent=None, fork_at=None), advantage_metrics(
-            a, exp.mask)
+        return algo.tree_advantages(groups.rewards, groups.valid, exp)
     if algo.turn_advantages is not None:  # Multi-turn credit (rl.turn_advantage).
         a, returns = algo.turn_advantages(
             groups.rewards, groups.rollout.turn_ids, exp.mask, old_values=exp.old_values,
