@@ -1,8 +1,6 @@
 """Prefix-tree advantages (#42): `advantages.tree_advantages` against the brute-force trie of
 tests/reference/tree_ref.py, the no-fork reductions to the group estimators, and the rules
 (all-equal groups, invalid groups and masked tokens give 0)."""
-import functools
-
 import jax
 import numpy as np
 import pytest
@@ -61,7 +59,15 @@ def _atol(rewards, scale, leaves=None):
     return numerics.ref_atol(3 * G + 8, mag, transcendentals=2)
 
 
+_JIT = jax.jit(tree.tree_advantages, static_argnames=("mode", "scale", "eps", "exponent"))
+
+
 def _run(rewards, parent, at, mask, **kw):
+    """The jitted estimator (one compilation per mode, scale and shape for the module)."""
+    return np.asarray(_JIT(rewards, parent, at, mask, **kw))
+
+
+def _eager(rewards, parent, at, mask, **kw):
     return np.asarray(tree.tree_advantages(rewards, parent, at, mask, **kw))
 
 
@@ -80,7 +86,8 @@ def test_tree_advantages_match_the_trie_reference(mode, scale):
 def test_a_hand_built_tree():
     """Two rows sharing 2 tokens (row 1 forked from row 0 at 2), rewards 1 and 0: the shared
     node has V = 0.5 = V(root), each tail V = r."""
-    r, parent, at, mask = np.array([[1.0, 0.0]]), np.array([0, 0]), np.array([0, 2]), np.ones((2, 4))
+    r, parent, at = np.array([[1.0, 0.0]]), np.array([0, 0]), np.array([0, 2])
+    mask = np.ones((2, 4))
     np.testing.assert_array_equal(_run(r, parent, at, mask, mode="treerl"),
                                   [[0, 0, 1, 1], [0, 0, -1, -1]])
     np.testing.assert_array_equal(_run(r, parent, at, mask, mode="tempo"),
@@ -92,8 +99,8 @@ def test_a_hand_built_tree():
 @pytest.mark.parametrize("scale", ["none", "group"])
 def test_no_fork_reduces_to_the_group_estimators(scale):
     """fork_parent = arange, fork_at = 0: tempo and lambda_grpo are GRPO (scale "group") or
-    Dr.GRPO ("none") on every token, treerl twice that. Same float32 operations on one side
-    (r − mean, then / (std + eps)); the bound allows the ×1 / ×2 / √1 being ordered otherwise."""
+    Dr.GRPO ("none") on every token, treerl twice that. The same float32 operations up to
+    order (r − mean, / (std + eps)): two orders of a 2G-term chain."""
     _, _, mask, rewards = _lineage(4)
     base = np.asarray(advantages.broadcast_to_tokens(
         advantages.grpo(rewards, scale=scale).reshape(-1), mask))
@@ -120,9 +127,8 @@ def test_mask_changes_nothing_else_and_jit_matches_eager(mode):
     full = _run(rewards, parent, at, np.ones_like(mask), mode=mode)
     np.testing.assert_array_equal(_run(rewards, parent, at, mask, mode=mode),
                                   np.where(mask > 0, full, 0.0))
-    jitted = jax.jit(functools.partial(tree.tree_advantages, mode=mode))
     # Eager runs op by op, jit may fuse and reorder: the bound of two orders of one chain.
-    np.testing.assert_allclose(np.asarray(jitted(rewards, parent, at, mask)),
+    np.testing.assert_allclose(_eager(rewards, parent, at, mask, mode=mode),
                                _run(rewards, parent, at, mask, mode=mode), rtol=0,
                                atol=2 * _atol(rewards, "none"))
 

@@ -32,9 +32,10 @@ Estimators (`tree_advantages(..., mode=)`), all `[B, N]` per token:
 normalisation; TEMPO's "normalised rewards", as V is linear in the rewards; no fork then gives
 GRPO, and 2·GRPO for treerl); `"none"` keeps reward units (TreeRL's and the Dr.GRPO forms).
 A group whose rewards are all equal (`max == min`) gets exactly 0, as do invalid groups and
-masked tokens; `leaves` leaves out rows that are no leaf (a free row of a tree rollout that
-no fork filled: its reward is no sample of the policy). Rows of a group are any permutation: `fork_parent` may be a global row index
-(it is read modulo G, as every parent is a row of the same group).
+masked tokens; `leaves` leaves out rows that are no leaf (a spare row of a tree rollout that
+no fork filled: its reward is no sample of the policy). Rows of a group are in any order;
+`fork_parent` may be a global row index (it is read modulo G: every parent is a row of the
+same group). Cost: O(P·G·N) memory, O(P·G²·N) work.
 """
 import jax
 import jax.numpy as jnp
@@ -79,7 +80,7 @@ def prefix_values(rewards, fork_parent, fork_at, num_tokens, leaves=None):
     Args:
       rewards: `[P, G]` rewards; fork_parent, fork_at: `[B]` lineage; num_tokens: N.
       leaves: optional `[P, G]` bool, the rows that are leaves (None: all); the others (a
-        tree rollout's free rows that no fork filled) count in no node and no mean.
+        tree rollout's spare rows that no fork filled) count in no node and no mean.
 
     Returns:
       `(size [P, G, N] float32, value [P, G, N] float32)` (a non-leaf row's own tokens:
@@ -88,11 +89,15 @@ def prefix_values(rewards, fork_parent, fork_at, num_tokens, leaves=None):
     r = jnp.asarray(rewards).astype(jnp.float32)
     w = _leaf_weights(r, leaves)
     own = prefix_owners(fork_parent, fork_at, num_tokens, num_samples=r.shape[1])
-    same = (own[:, :, None, :] == own[:, None, :, :]) & (w[:, None, :, None] > 0)
-    same = same.astype(jnp.float32)  # [P, G, G, N]: j is a leaf below i's token t.
     centred = w * (r - _mean(r, w))
-    size = jnp.sum(same, axis=2)
-    return size, jnp.einsum("pijt,pj->pit", same, centred) / jnp.maximum(size, 1.0)
+
+    def add_leaf(j, acc):  # Leaf j is below token (i, t) iff it has i's owner there.
+        own_j = jax.lax.dynamic_index_in_dim(own, j, axis=1)  # [P, 1, N]
+        below = (own == own_j).astype(jnp.float32) * w[:, j, None, None]
+        return acc[0] + below, acc[1] + below * centred[:, j, None, None]
+    zero = jnp.zeros(own.shape, jnp.float32)  # O(P·G·N) memory, a fixed summation order.
+    size, total = jax.lax.fori_loop(0, r.shape[1], add_leaf, (zero, zero))
+    return size, total / jnp.maximum(size, 1.0)
 
 
 def _leaf_weights(r, leaves):
