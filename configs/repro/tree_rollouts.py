@@ -23,13 +23,17 @@ vs 20 x 59 = 1180 decoded tokens per step (+1%); the decoded tokens actually mea
 sum of the completion lengths less the shared prefixes, `rollout/decoded_tokens` or its
 parts) are reported with the results.
 
+Exploratory (added after the 3-seed results, no check names it): tree_treerl, the same
+rollouts with TreeRL's credit in reward units (rl.tree_advantage="treerl",
+advantage_scale="none"); and seeds 3-4.
+
 Checks (chosen before any run): pass@1 of tree_tempo above independent (the claim), of
 tree_grpo above independent (the sampling alone), and of tree_tempo above tree_grpo (the
 credit alone). Metric: pass@k, k = 1..64, from 64 samples per prompt on 128 held-out prompts.
 
     python scripts/reproduce.py run tree_rollouts
 """
-from rlvr_jax.lab import Check, Finding
+from rlvr_jax.lab import Check, Finding, Prereg
 from rlvr_jax.lab.common import EVAL, M_PASS, QUICK, base_config
 
 _TREE = {"sampling.tree.mode": "depth", "sampling.tree.depths": (1, 3),
@@ -47,7 +51,10 @@ def finding():
         base=lambda: base_config("grpo"),
         arms={"independent": {},
               "tree_grpo": dict(_TREE),
-              "tree_tempo": dict(_TREE, **{"rl.tree_advantage": "tempo"})},
+              "tree_tempo": dict(_TREE, **{"rl.tree_advantage": "tempo"}),
+              # Exploratory, added after the 3-seed results (see prereg): TreeRL's credit.
+              "tree_treerl": dict(_TREE, **{"rl.tree_advantage": "treerl",
+                                            "rl.advantage_scale": "none"})},
         checks=[Check("pass@1", "tree_tempo", "independent", ">", margin=M_PASS,
                       note="tree rollouts + prefix-tree credit beat independent rollouts",
                       varies=tuple(_TREE) + ("rl.tree_advantage",)),
@@ -59,7 +66,11 @@ def finding():
                       varies=("rl.tree_advantage",))],
         eval=EVAL,
         quick=dict(QUICK, **{"sampling.tree.max_forks": 2}),
-        seeds=3,
+        seeds=5,
+        prereg=Prereg(seeds=3, note="registered with 3 seeds and the arms independent, "
+                      "tree_grpo, tree_tempo (commit 1df5aac); after the 3-seed results "
+                      "(inconclusive) extended to 5 seeds and the exploratory arm tree_treerl "
+                      "(TreeRL's credit in reward units), which no check names."),
         curves=("rollout/reward_mean", "rollout/response_length", "rollout/zero_variance_fraction",
                 "train/entropy"),
         notes="Equal decoded tokens are calibrated from the worked solutions' lengths, not "
