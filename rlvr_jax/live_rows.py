@@ -133,21 +133,30 @@ def decode(step, state, phases, sizes: Tuple[int, ...], repeats: int):
         is repeated `repeats` (G) times along the batch entering the first.
       sizes: `batch_sizes(B, ratio)`; after the phases, one loop per smaller size.
     """
-    sizes = tuple(sizes) + (0,)
-    n = state.tokens.shape[1]
-
-    def run(state, limit, next_size):  # Until step `limit` or the live rows fit next_size.
-        def cond(state):
-            return (state.t < limit) & (jnp.sum(~state.done, dtype=jnp.int32) > next_size)
-        return jax.lax.while_loop(cond, step, state)
-
     for i, (slots, limit) in enumerate(phases):
         grown = decoding.resize_cache(state.cache, slots, repeats=repeats if i == 0 else 1)
-        state = run(state._replace(cache=grown), limit, sizes[1])
+        state = run(step, state._replace(cache=grown), limit, sizes)
+    return compact(step, state, sizes)
+
+
+def run(step, state: DecodeState, limit, sizes: Tuple[int, ...]) -> DecodeState:
+    """`step` at all rows until step `limit` or until the live rows fit `sizes[1]`."""
+    next_size = sizes[1] if len(sizes) > 1 else 0
+
+    def cond(state):
+        return (state.t < limit) & (jnp.sum(~state.done, dtype=jnp.int32) > next_size)
+    return jax.lax.while_loop(cond, step, state)
+
+
+def compact(step, state: DecodeState, sizes: Tuple[int, ...]):
+    """After the phases (the state at all B rows, in order): one loop per smaller size, on
+    the live rows only, to the end; returns `decode`'s [B, ...] outputs."""
+    sizes = tuple(sizes) + (0,)
+    n = state.tokens.shape[1]
     out = _write_back(None, state)
     for size, next_size in zip(sizes[1:-1], sizes[2:]):
         state = take_state_rows(state, live_first(state.done, size))
-        state = run(state, n, next_size)
+        state = run(step, state, n, (size, next_size))
         out = _write_back(out, state)
     return out
 

@@ -83,9 +83,9 @@ class SamplingConfig:
       attention_impl: the decode steps' attention (`decoding.forward`), one of
         `models.decode_attention.IMPLS` ("pallas": a kernel over the valid slots only), or
         None (default: `decode_attention.default_impl`, "plain" on CPU).
-      tree: a `tree_rollouts.TreeConfig`: rows fork into free rows of their prompt inside
-        the decode loop (G rows stay the leaves; compaction is off); None (default): G
-        independent samples."""
+      tree: a `tree_rollouts.TreeConfig`: rows fork into spare rows of their prompt inside
+        the decode loop (G rows stay the leaves; compaction once no row can fork any more);
+        None (default): G independent samples."""
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -454,9 +454,9 @@ def _decode(prepared, state, step_key, tp: int, mc: ModelConfig, sc: SamplingCon
     n = sc.max_new_tokens
     phases = tuple((size, min(n, size - tp + 1))  # Steps t < size - Tp + 1 fit `size` slots.
                    for size in cache_phases.cache_sizes(tp, n, cache_phases.cache_window_of(sc)))
-    if sc.tree is not None:
-        return tree_rollouts.decode(feed, emit, state, phases, sc)
     sizes = live_rows.sizes_of(state.done.shape[0], sc)
+    if sc.tree is not None:
+        return tree_rollouts.decode(feed, emit, state, phases, sizes, sc)
     return live_rows.decode(lambda st: emit(*feed(st)), state, phases, sizes, sc.num_samples), {}
 
 

@@ -20,9 +20,13 @@ Modes (`TreeConfig.mode`): "depth" forks every live row at the completion positi
 has the highest entropy above `entropy_threshold` (at most one fork per prompt and step).
 
 Cost: the batch stays B rows, so a step costs what it costs without forks (plus one copy
-of the cache on the steps where some row forks, under `lax.cond`); compaction
-(`compact_ratio`) is off in tree mode (a claimed row must still be in the batch), the cache
-phases (`cache_window`) apply as usual. Shapes: P prompts, B = P · G rows, N =
+of the cache on the steps where some row forks, under `lax.cond`). Compaction
+(`compact_ratio`, `live_rows`) starts only once no row can fork any more (the last fork
+step of modes "depth" / "every" is past, or no prompt has both a live root-or-copy row and
+spare rows left): a claimed row must still be in the batch. The cache phases
+(`cache_window`) apply as usual. "Bit for bit" holds where the two loops run the same
+batch sizes: without compaction (below 128 new tokens by default, or compact_ratio 0), or
+when no fork can happen (e.g. max_forks 0). Shapes: P prompts, B = P · G rows, N =
 max_new_tokens, V vocabulary.
 """
 import dataclasses
@@ -190,30 +194,46 @@ def tree_step(feed: Callable, emit: Callable, tc: TreeConfig, sc, carry):
     return emit(state, logits), tree
 
 
-def decode(feed: Callable, emit: Callable, state: live_rows.DecodeState, phases, sc):
-    """The tree decode loop (`sampling.generate` with `sc.tree` set): the cache phases as
-    `live_rows.decode` runs them, no compaction.
+def decode(feed: Callable, emit: Callable, state: live_rows.DecodeState, phases, sizes, sc):
+    """The tree decode loop (`sampling.generate` with `sc.tree` set): in each cache phase,
+    `tree_step` while a row may still fork (up to the last fork step in modes "depth" /
+    "every", while some prompt has a live root-or-copy row and spare rows left), then plain
+    steps (`live_rows.run`: they stop when the live rows fit the next batch size); then
+    `live_rows.compact` continues on the live rows.
 
     Args: feed, emit: as `tree_step` takes them; state: `sampling.first_state`'s (its cache
     the prefill's P rows, repeated G times entering the first phase); phases: ((cache
-    slots, steps limit), ...); sc: the `SamplingConfig` (its `tree` set).
+    slots, steps limit), ...); sizes: `live_rows.sizes_of(B, sc)`; sc: the
+    `SamplingConfig` (its `tree` set).
     Returns: ((tokens, logprobs, mask [B, N], finished [B], decode steps [B]),
     {"fork_parent": [B] int32, "fork_at": [B] int32})."""
-    tc, g = sc.tree, sc.num_samples
+    tc, g, n = sc.tree, sc.num_samples, sc.max_new_tokens
     tree = start(state.done.shape[0], g, tc)
+    steps = range(1, n) if tc.mode == "entropy" else tc.fork_steps(n)
+    until = max(steps, default=0) + 1 if tc.max_forks else 1  # Steps t < until may fork.
+    plain = lambda st: emit(*feed(st))  # noqa: E731
+    first = 1  # The phase's first step.
     for i, (slots, limit) in enumerate(phases):
         grown = decoding.resize_cache(state.cache, slots, repeats=g if i == 0 else 1)
-        state, tree = jax.lax.while_loop(
-            functools.partial(_running, limit), functools.partial(tree_step, feed, emit, tc, sc),
-            (state._replace(cache=grown), tree))
-    steps = jnp.broadcast_to(state.t, state.rows.shape)
-    out = (state.tokens, state.logprobs, state.mask, state.done, steps)
+        state = state._replace(cache=grown)
+        if first < until:
+            state, tree = jax.lax.while_loop(
+                functools.partial(_forking, min(limit, until), g, tc.branches - 1),
+                functools.partial(tree_step, feed, emit, tc, sc), (state, tree))
+        state = live_rows.run(plain, state, limit, sizes)
+        first = limit
+    out = live_rows.compact(plain, state, sizes)
     return out, {"fork_parent": tree.parent, "fork_at": tree.at}
 
 
-def _running(limit: int, carry) -> jax.Array:
-    """Whether the loop goes on: step < limit and some row is live."""
-    return (carry[0].t < limit) & jnp.any(~carry[0].done)
+def _forking(limit: int, g: int, per: int, carry) -> jax.Array:
+    """Whether the tree loop goes on: step < limit and some prompt can still fork (it has
+    a live root-or-copy row and `per` = branches - 1 spare rows; neither ever comes back)."""
+    state, tree = carry
+    b = tree.spare.shape[0]
+    live = (~state.done & ~tree.spare).reshape(b // g, g)
+    spare = jnp.sum(tree.spare.reshape(b // g, g), axis=1)
+    return (state.t < limit) & jnp.any(jnp.any(live, axis=1) & (spare >= per))
 
 
 def regroup_parents(fork_parent: jax.Array, g: int) -> jax.Array:

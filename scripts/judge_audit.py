@@ -96,7 +96,7 @@ def main(argv=None):
     mc, params = load_run(args.run, tokenizer=tokenizer, step=args.step)
     out["step"] = args.step if args.step is not None else "latest"
     sc = build.sampling_config(config, tokenizer).replace(
-        num_samples=args.samples, temperature=args.temperature)
+        num_samples=args.samples, temperature=args.temperature, tree=None)
     rollout = jax.jit(sampling.generate, static_argnames=("model_config", "sampling_config"))(
         params, jnp.asarray(pb.tokens), jnp.asarray(pmask), jax.random.PRNGKey(args.seed),
         model_config=mc, sampling_config=sc)

@@ -18,7 +18,7 @@ def _lineage(seed, chains=False, free=0):
     """A random tree rollout of P groups: rows are roots or forks of an earlier row (at a
     position within that row's length; a fork of a fork inherits a fork_at >= its parent's,
     or any, with `chains`), lengths from 1 to N (a root may end before its siblings' fork
-    points), the last `free` rows of a group empty (free rows no fork filled: length 0), then
+    points), the last `free` rows of a group empty (length 0: no leaf, `leaves`), then
     the rows of each group permuted so parents may come after their children."""
     rng = np.random.default_rng(seed)
     parent, at, length = [], [], []

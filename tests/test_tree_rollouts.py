@@ -23,10 +23,9 @@ BASE = SamplingConfig(temperature=0.7, top_k=20, top_p=0.95, max_new_tokens=12, 
                       stop_token_ids=tuple(range(1, 128, 4)), pad_id=0)
 KEY = jax.random.PRNGKey(3)
 FIELDS = ("tokens", "logprobs", "mask", "lengths", "finished")
-# Forks at positions 2 and 5 (two forks per prompt: R = 2 roots); every 2 tokens with
-# 3 branches (one fork: R = 2); at high entropy (two forks: R = 2).
+# Forks at positions 2 and 5 (two forks per prompt: R = 2 roots); at high entropy (two
+# forks: R = 2). Mode "every" is mode "depth" at K, 2K, … (`TreeConfig.fork_steps`).
 DEPTH = TreeConfig(mode="depth", depths=(2, 5), branches=2, max_forks=2)
-EVERY = TreeConfig(mode="every", every=2, branches=3, max_forks=1)
 ENTROPY = TreeConfig(mode="entropy", entropy_threshold=0.5, branches=2, max_forks=2)
 
 
@@ -98,10 +97,7 @@ def test_depth_forks_share_prefixes_and_keep_the_roots(tiny_params, tiny_config,
     assert shared == int(np.asarray(depth.fork_at).sum()) > 0
 
 
-def test_every_and_entropy_forks(tiny_params, tiny_config, independent):
-    every = run(tiny_params, tiny_config, EVERY)
-    forked = check_tree(every, independent, EVERY, tiny_params, tiny_config)
-    assert forked.any() and (np.asarray(every.fork_at)[forked] % EVERY.every == 0).all()
+def test_entropy_forks(tiny_params, tiny_config, independent):
     rollout = run(tiny_params, tiny_config, ENTROPY)
     forked = check_tree(rollout, independent, ENTROPY, tiny_params, tiny_config)
     assert forked.any()
@@ -138,12 +134,52 @@ def test_tree_rollout_inside_an_outer_jit_is_the_same(tiny_params, tiny_config, 
     assert int(shared) == int(np.asarray(depth.fork_at).sum())
 
 
+def test_compaction_after_the_last_fork_samples_what_the_full_batch_samples(tiny_params,
+                                                                           tiny_config):
+    """As test_sampling's compaction test, with forks at 2 and 5 (R = 5 of G = 8 rows): from
+    step 6 on the loop continues on its live rows only (8 of 16), and every row gets the
+    tokens, mask, lineage and `finished` of the loop that carries all 16 rows to the end."""
+    p, g, n = 2, 8, 16
+    prompts = jnp.asarray(np.random.default_rng(0).integers(1, tiny_config.vocab_size, (p, 6)),
+                          jnp.int32)
+    budgets = jnp.asarray(np.random.default_rng(1).integers(1, n + 1, p * g), jnp.int32)
+    sc = SamplingConfig(temperature=0.9, top_k=20, top_p=0.9, max_new_tokens=n, num_samples=g,
+                        stop_token_ids=tuple(range(1, 128, 16)), cache_window=0,
+                        compact_ratio=0.5,
+                        tree=TreeConfig(mode="depth", depths=(2, 5), branches=2, max_forks=3))
+    run = lambda c: sampling.jit_generate(  # noqa: E731
+        tiny_params, prompts, jnp.ones((p, 6), jnp.int32), KEY, model_config=tiny_config,
+        sampling_config=c, budgets=budgets)
+    compact, full = as_np(run(sc)), run(sc.replace(compact_ratio=0.0))
+    for name, got in compact.items():
+        if name != "logprobs":
+            np.testing.assert_array_equal(got, np.asarray(getattr(full, name)), err_msg=name)
+    # The same float32 forward with another batch in the dots: a forward's reordering bound.
+    numerics.assert_forward_close(compact["logprobs"], full.logprobs, tiny_config, 6 + n)
+    forked = compact["fork_at"] > 0
+    assert forked.any() and set(compact["fork_at"][forked]) <= {2, 5}
+    for i in np.flatnonzero(forked):
+        k, parent = compact["fork_at"][i], compact["fork_parent"][i]
+        np.testing.assert_array_equal(compact["logprobs"][i, :k], compact["logprobs"][parent, :k])
+    assert np.asarray(run(sc).decode_steps).sum() < np.asarray(full.decode_steps).sum()
+
+
+plan = jax.jit(tree_rollouts.plan, static_argnames=("tc", "g", "one_per_prompt"))
+
+
+def test_fork_steps():
+    assert TreeConfig(mode="every", every=4).fork_steps(13) == (4, 8, 12)
+    assert TreeConfig(mode="every", every=4).fork_steps(12) == (4, 8)
+    assert TreeConfig(mode="depth", depths=(9, 3, 3)).depths == (3, 9)
+
+
 def test_plan_claims_spare_rows_in_order_within_the_budget():
     tc = TreeConfig(mode="depth", depths=(1,), branches=3, max_forks=2)  # G = 6: R = 2.
     tree = tree_rollouts.start(12, 6, tc)
     wants = jnp.array([1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0], bool)
     priority = jnp.array([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], jnp.float32)
-    index, claim, tree = tree_rollouts.plan(tree, wants, priority, jnp.int32(4), tc, 6, False)
+    index, claim, tree = plan(tree, wants, priority, jnp.int32(4), tc=tc, g=6,
+                              one_per_prompt=False)
     # Prompt 0: row 1 (priority 0) takes spare rows 2, 3, row 0 takes 4, 5; prompt 1: row 7
     # takes 8, 9; 10, 11 stay spare.
     np.testing.assert_array_equal(index, [0, 1, 1, 1, 0, 0, 6, 7, 7, 7, 10, 11])
@@ -151,14 +187,14 @@ def test_plan_claims_spare_rows_in_order_within_the_budget():
     np.testing.assert_array_equal(tree.spare, np.arange(12) >= 10)
     np.testing.assert_array_equal(claim, (tree.at > 0))
     # One fork per prompt and step (mode entropy): only the best candidate forks.
-    index, _, _ = tree_rollouts.plan(tree_rollouts.start(12, 6, tc), wants, priority,
-                                     jnp.int32(4), tc, 6, True)
+    index, _, _ = plan(tree_rollouts.start(12, 6, tc), wants, priority, jnp.int32(4), tc=tc,
+                       g=6, one_per_prompt=True)
     np.testing.assert_array_equal(index, [0, 1, 1, 1, 4, 5, 6, 7, 7, 7, 10, 11])
 
 
 def test_entropy_matches_numpy():
     logits = jax.random.normal(jax.random.PRNGKey(0), (3, 50)) * 3
-    got = tree_rollouts.entropy(logits, 0.7, vocab_limit=40)
+    got = jax.jit(tree_rollouts.entropy, static_argnums=(1, 2))(logits, 0.7, 40)
     s = np.asarray(logits, np.float64)[:, :40] / 0.7
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
@@ -190,3 +226,26 @@ def test_forks_must_leave_a_root_and_fit_the_completion():
     with pytest.raises(ValueError, match="depths must be < max_new_tokens"):
         BASE.replace(tree=TreeConfig(depths=(12,)))
     assert BASE.replace(tree=TreeConfig(depths=(3,), branches=4, max_forks=1)).tree.roots(G) == 1
+
+
+def test_rollout_metrics_count_shared_and_decoded_tokens(depth):
+    from rlvr_jax.train.metrics import rollout_metrics
+    rewards, valid = jnp.zeros((3, G)), jnp.ones((3,), bool)
+    m = rollout_metrics(depth, rewards, valid)
+    shared, lengths = int(np.asarray(depth.fork_at).sum()), int(np.asarray(depth.lengths).sum())
+    assert int(m["rollout/shared_prefix_tokens"]) == shared > 0
+    assert int(m["rollout/decoded_tokens"]) == lengths - shared
+    plain = rollout_metrics(depth.replace(fork_parent=None, fork_at=None), rewards, valid)
+    assert "rollout/shared_prefix_tokens" not in plain
+
+
+def test_regroup_parents_keeps_each_parent_in_its_group():
+    # Groups 2 and 0 of G = 3 rows taken (dynamic sampling): row 7 of group 2 forked from 6.
+    taken = jnp.asarray([6, 6, 8, 0, 1, 0], jnp.int32)
+    np.testing.assert_array_equal(tree_rollouts.regroup_parents(taken, 3), [0, 0, 2, 3, 4, 3])
+
+
+def test_episode_samplers_refuse_a_tree(tiny_config):
+    from rlvr_jax.sampler import Sampler
+    with pytest.raises(ValueError, match="episodes do not fork"):
+        Sampler(tiny_config, BASE.replace(tree=DEPTH), env=object())

@@ -32,8 +32,8 @@ Estimators (`tree_advantages(..., mode=)`), all `[B, N]` per token:
 normalisation; TEMPO's "normalised rewards", as V is linear in the rewards; no fork then gives
 GRPO, and 2·GRPO for treerl); `"none"` keeps reward units (TreeRL's and the Dr.GRPO forms).
 A group whose rewards are all equal (`max == min`) gets exactly 0, as do invalid groups and
-masked tokens; `leaves` leaves out rows that are no leaf (a spare row of a tree rollout that
-no fork filled: its reward is no sample of the policy). Rows of a group are in any order;
+masked tokens; `leaves` leaves out rows that are no leaf (the update passes the rows with at
+least one token; every row of the current sampler has one). Rows of a group are in any order;
 `fork_parent` may be a global row index (it is read modulo G: every parent is a row of the
 same group). Cost: O(P·G·N) memory, O(P·G²·N) work.
 """
@@ -79,8 +79,8 @@ def prefix_values(rewards, fork_parent, fork_at, num_tokens, leaves=None):
 
     Args:
       rewards: `[P, G]` rewards; fork_parent, fork_at: `[B]` lineage; num_tokens: N.
-      leaves: optional `[P, G]` bool, the rows that are leaves (None: all); the others (a
-        tree rollout's spare rows that no fork filled) count in no node and no mean.
+      leaves: optional `[P, G]` bool, the rows that are leaves (None: all); the others count
+        in no node and no mean.
 
     Returns:
       `(size [P, G, N] float32, value [P, G, N] float32)` (a non-leaf row's own tokens:

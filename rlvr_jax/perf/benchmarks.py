@@ -32,7 +32,7 @@ def sample_command(args):
     useful fraction of the decode work and real tokens/s."""
     import jax
     import jax.numpy as jnp
-    from rlvr_jax import cache_phases, live_rows, sampling
+    from rlvr_jax import cache_phases, live_rows, sampling, tree_rollouts
     from rlvr_jax.models import decode_attention, transformer
 
     real = args.lengths == "real"
@@ -43,7 +43,11 @@ def sample_command(args):
         stop_token_ids=() if args.force_length or real else (args.stop_token,),
         cache_window=_window_flag(args.cache_window),
         compact_ratio=None if args.compact_ratio < 0 else args.compact_ratio,
-        attention_impl=args.decode_attention or None)
+        attention_impl=args.decode_attention or None,
+        tree=tree_rollouts.TreeConfig(
+            mode=args.tree_mode, branches=args.tree_branches, max_forks=args.tree_max_forks,
+            depths=tuple(args.tree_depths), every=args.tree_every,
+            entropy_threshold=args.tree_entropy_threshold) if args.tree_mode else None)
     shape = (args.prompts, args.prompt_len)
     abstract = jax.eval_shape(lambda: transformer.init_params(mc, jax.random.PRNGKey(0)))
     ids = jax.ShapeDtypeStruct(shape, jnp.int32)
@@ -93,6 +97,10 @@ def sample_command(args):
         "useful_fraction": float(live_rows.useful_fraction(rollout)),
         "cpu_s": cpu_s,  # Process CPU seconds per rollout: less sensitive to other load.
     })
+    if sc.tree is not None:  # Tokens copied at forks; decoded = generated - shared.
+        shared = int(tree_rollouts.shared_tokens(rollout))
+        out.update(tree=args.tree_mode, shared_prefix_tokens=shared,
+                   decoded_tokens=generated - shared)
     if real:  # Every token is real (no forced tail).
         out.update(real_tokens_per_s=generated / total_s, real_tokens_per_cpu_s=generated / cpu_s)
     return out
@@ -141,6 +149,13 @@ def add_sample_parser(subparsers):
     p.add_argument("--greedy", action="store_true")
     p.add_argument("--cache-window", type=int, default=-1,
                    help="SamplingConfig.cache_window (-1: automatic, 0: one phase)")
+    p.add_argument("--tree-mode", default="", help="tree rollouts (SamplingConfig.tree): '' "
+                   "(off) | depth | every | entropy; --tree-* as the sampling.tree.* keys")
+    p.add_argument("--tree-branches", type=int, default=2)
+    p.add_argument("--tree-max-forks", type=int, default=1)
+    p.add_argument("--tree-depths", type=int, nargs="*", default=())
+    p.add_argument("--tree-every", type=int, default=8)
+    p.add_argument("--tree-entropy-threshold", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=3, help="timed runs (median) after a warm-up")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile-dir", default=None, help="write a jax.profiler trace here")

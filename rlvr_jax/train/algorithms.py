@@ -233,8 +233,8 @@ def _tree_advantages(rewards, valid, exp, **kw):
     if exp.fork_parent is None or exp.fork_at is None:
         raise ValueError("rl.tree_advantage needs the lineage of tree rollouts (sampling.tree); "
                          "this rollout has none")
-    # The leaves are the rows with tokens: a spare row no fork filled is empty (its reward
-    # scores no sample of the policy).
+    # The leaves are the rows with tokens (a row without any scores no sample of the policy;
+    # the sampler leaves none: a spare row no fork claims is an ordinary sample).
     leaves = jnp.any(exp.mask > 0, axis=1).reshape(rewards.shape)
     a = adv.tree_advantages(rewards, exp.fork_parent, exp.fork_at, exp.mask, group_mask=valid,
                             leaves=leaves, **kw)
