@@ -24,6 +24,8 @@ How it runs:
   4. Compaction (`compact_ratio`, on from 128 new tokens): once the live rows fit a smaller
      batch, the loop continues on them only, at the full cache size, each keeping its
      original row id for its sampling noise and its place in the outputs (`live_rows`).
+  5. Tree rollouts (`SamplingConfig.tree`): rows fork into spare rows of their prompt
+     between a step's forward and its sampling (`tree_rollouts`).
 
 Log-probs. `Rollout.logprobs` holds log softmax(logits / temperature) of each sampled token,
 *before* top-k / top-p truncation — the definition the trainer uses in

@@ -121,16 +121,28 @@ def test_entropy_forks(tiny_params, tiny_config, independent):
     assert (ent > ENTROPY.entropy_threshold - tol).all(), ent
 
 
-def test_tree_rollout_inside_an_outer_jit_is_the_same(tiny_params, tiny_config, depth):
-    @jax.jit
-    def step(params, prompts, mask, rng):  # As the trainer's RL step traces it.
+def test_tree_rollout_traced_again_sharded_is_the_same(tiny_params, tiny_config, depth):
+    """`generate` traced inside an outer jit, as the trainer's RL step traces it, with the
+    prompts sharded over a 3-device data axis (forks copy rows within a prompt's shard)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as PS
+    mesh = Mesh(np.array(jax.devices()[:3]), ("data",))
+    batch, replicated = NamedSharding(mesh, PS("data")), NamedSharding(mesh, PS())
+
+    def step(params, prompts, mask, rng):
         rollout = sampling.generate(params, prompts, mask, rng, model_config=tiny_config,
                                     sampling_config=BASE.replace(tree=DEPTH))
         return rollout, tree_rollouts.shared_tokens(rollout)
 
-    rollout, shared = step(tiny_params, PROMPTS, PROMPT_MASK, KEY)
+    run = jax.jit(step, in_shardings=(replicated, batch, batch, replicated),
+                  out_shardings=(batch, replicated))
+    rollout, shared = run(tiny_params, PROMPTS, PROMPT_MASK, KEY)
+    assert rollout.tokens.sharding.spec == PS("data")
     for name, want in as_np(depth).items():
-        np.testing.assert_array_equal(np.asarray(getattr(rollout, name)), want, err_msg=name)
+        if name != "logprobs":
+            np.testing.assert_array_equal(np.asarray(getattr(rollout, name)), want, err_msg=name)
+    # The same forward with the batch split over devices: a forward's reordering bound.
+    numerics.assert_forward_close(rollout.logprobs, depth.logprobs, tiny_config,
+                                  PROMPTS.shape[1] + BASE.max_new_tokens)
     assert int(shared) == int(np.asarray(depth.fork_at).sum())
 
 
@@ -231,6 +243,7 @@ def test_forks_must_leave_a_root_and_fit_the_completion():
 def test_rollout_metrics_count_shared_and_decoded_tokens(depth):
     from rlvr_jax.train.metrics import rollout_metrics
     rewards, valid = jnp.zeros((3, G)), jnp.ones((3,), bool)
+    rollout_metrics = jax.jit(rollout_metrics)  # One program each (eager: ~2 s of dispatch).
     m = rollout_metrics(depth, rewards, valid)
     shared, lengths = int(np.asarray(depth.fork_at).sum()), int(np.asarray(depth.lengths).sum())
     assert int(m["rollout/shared_prefix_tokens"]) == shared > 0
