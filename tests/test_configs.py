@@ -50,7 +50,8 @@ SMALL = {
 }
 
 # Built and scored on the host, not run (see the module docstring).
-BUILD_ONLY = ("code_grpo", "countdown_grpo", "format_arithmetic", "sorting_grpo")
+BUILD_ONLY = ("code_grpo", "countdown_grpo", "format_arithmetic", "sorting_grpo",
+              "tree_countdown")
 # Need a trained reward model (scripts/train_reward_model.py): validated and built with a
 # tiny exported one instead of run (test_reward_model_config_validates_and_builds).
 REWARD_MODEL = ("reward_model_arithmetic",)
@@ -83,6 +84,10 @@ TEACHER = ("distill_arithmetic",)
 # Asynchronous rollouts on two devices (docs/async.md): run for 3 RL steps instead of one
 # (test_async_config_trains_each_batch_one_step_late).
 ASYNC = ("async_arithmetic",)
+
+# Tree rollouts (docs/tree_rollouts.md): SMALL's 2 samples per prompt leave room for one fork
+# (one root, one copy), so they run with that tree (test_tree_config_trains_one_step).
+TREE = ("tree_arithmetic",)
 
 # Keys every RL record of metrics.jsonl must have (the issue's list).
 RL_KEYS = ("step", "rollout/reward_mean", "reward/correct", "loss/clip_frac_low",
@@ -177,6 +182,8 @@ def test_config_runs_one_rl_step(name, tmp_path_factory):
         pytest.skip("distillation config: test_distill_config_runs_with_a_teacher_run")
     if name in ASYNC:
         pytest.skip("asynchronous config: test_async_config_trains_each_batch_one_step_late")
+    if name in TREE:
+        pytest.skip("tree-rollout config: test_tree_config_trains_one_step")
     summary, records, workdir = _run(name, tmp_path_factory)
     config = load_config(os.path.join(ROOT, "configs", name + ".py"))
     rl_records = [r for r in records if r["phase"] == "rl"]
@@ -569,3 +576,21 @@ def test_decode_settings_reach_the_sampling_config():
     config.sampling.tree.mode, config.sampling.tree.depths = "depth", (3, 5)
     assert build.sampling_config(config, tok).tree == tree_rollouts.TreeConfig(
         mode="depth", depths=(3, 5), branches=2, max_forks=1, every=8)
+
+
+@pytest.mark.parametrize("name", TREE)
+def test_tree_config_trains_one_step(name, tmp_path_factory):
+    """One RL step of a tree-rollout config (its tree shrunk to SMALL's G = 2): rows fork,
+    the prefix-tree advantages and the update run, the decoded and shared tokens add up."""
+    config = small(load_config(os.path.join(ROOT, "configs", name + ".py")))
+    config.sampling.tree.max_forks = 1
+    assert config.rl.tree_advantage != "none"
+    workdir = str(tmp_path_factory.mktemp(name))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLVR_JAX_NO_PROGRESS", "1")
+        loop.run(config, workdir, progress=False)
+    rec, = [r for r in read_metrics(os.path.join(workdir, "metrics.jsonl")) if r["phase"] == "rl"]
+    assert all(rec[k] is not None and np.isfinite(rec[k]) for k in RL_KEYS)
+    assert rec["rollout/shared_prefix_tokens"] > 0
+    assert rec["rollout/shared_prefix_tokens"] + rec["rollout/decoded_tokens"] == \
+        rec["rollout/valid_tokens"]

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from rlvr_jax import advantages as adv
 from rlvr_jax import losses
+from rlvr_jax.train.metrics import advantage_metrics
 from rlvr_jax.train.rl_config import RLConfig
 
 PRESETS = {
@@ -150,6 +151,10 @@ class Algorithm:
         group_mask) -> (advantages [B, N], returns or None) of multi-turn credit
         (`advantages.turn_token_advantages`; rl.turn_advantage), replacing the estimator's;
         None with rl.turn_advantage = "none".
+      tree_advantages: fn(rewards [P, G], valid [P], exp) -> (exp with the advantages [B, N]
+        of prefix-tree credit from exp.fork_parent / fork_at, `advantages.tree_advantages`,
+        and the lineage dropped; their metrics): rl.tree_advantage, replacing GRPO's; None
+        with rl.tree_advantage = "none".
     """
     group_advantages: Optional[Callable]
     token_advantages: Optional[Callable]
@@ -164,6 +169,7 @@ class Algorithm:
     process_advantages: Optional[Callable] = None
     entropy_tokens: Callable = lambda mask, high_entropy: high_entropy
     turn_advantages: Optional[Callable] = None
+    tree_advantages: Optional[Callable] = None
 
 
 def resolve(rl: RLConfig) -> Algorithm:
@@ -193,7 +199,10 @@ def resolve(rl: RLConfig) -> Algorithm:
         else (lambda mask, high_entropy: high_entropy),
         turn_advantages=None if rl.turn_advantage == "none" else functools.partial(
             adv.turn_token_advantages, mode=rl.turn_advantage, gamma=rl.turn_discount,
-            lam=rl.turn_lambda, eps=rl.advantage_eps))
+            lam=rl.turn_lambda, eps=rl.advantage_eps),
+        tree_advantages=None if rl.tree_advantage == "none" else functools.partial(
+            _tree_advantages, mode=rl.tree_advantage, scale=rl.advantage_scale,
+            eps=rl.advantage_eps, exponent=rl.tree_exponent))
 
 
 def _group_estimator(rl: RLConfig) -> Callable:
@@ -217,6 +226,20 @@ def _group_estimator(rl: RLConfig) -> Callable:
                                   negative_weight=rl.negative_weight)
         return jnp.where(valid[:, None], a, 0.0)
     return group_advantages
+
+
+def _tree_advantages(rewards, valid, exp, **kw):
+    """`Algorithm.tree_advantages`: the update's advantages stage for rl.tree_advantage."""
+    if exp.fork_parent is None or exp.fork_at is None:
+        raise ValueError("rl.tree_advantage needs the lineage of tree rollouts (sampling.tree); "
+                         "this rollout has none")
+    # The leaves are the rows with tokens (a row without any scores no sample of the policy;
+    # the sampler leaves none: a spare row no fork claims is an ordinary sample).
+    leaves = jnp.any(exp.mask > 0, axis=1).reshape(rewards.shape)
+    a = adv.tree_advantages(rewards, exp.fork_parent, exp.fork_at, exp.mask, group_mask=valid,
+                            leaves=leaves, **kw)
+    return (exp.replace(advantages=a, fork_parent=None, fork_at=None),
+            advantage_metrics(a, exp.mask))
 
 
 def _w_reinforce(rewards, *, group_mask, positive_weight, negative_weight):

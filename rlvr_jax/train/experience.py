@@ -62,6 +62,9 @@ class Experience:
         micro-batch's packed rows; `mask` is then limited to its sequences.
       offpolicy, sft_weight: [B] bool, the expert rows (rl.offpolicy_per_group), and [B]
         float32 CHORD's μ of this step (`train/offpolicy.py`); None without expert rows.
+      fork_parent, fork_at: [B] int32 lineage of tree rollouts (`sampling.Rollout`), read by
+        the prefix-tree advantages (rl.tree_advantage) and dropped once they are computed;
+        None without tree rollouts.
     """
     tokens: jax.Array
     attention: jax.Array
@@ -78,6 +81,8 @@ class Experience:
     packed: Optional[Micro] = None
     offpolicy: Optional[jax.Array] = None
     sft_weight: Optional[jax.Array] = None
+    fork_parent: Optional[jax.Array] = None
+    fork_at: Optional[jax.Array] = None
 
     @property
     def num_new(self) -> int:
@@ -96,7 +101,7 @@ def experience_from(groups: Groups) -> Experience:
         # attended to, through `attention`, but get no gradient and no KL).
         mask=rollout.model_mask * row_valid[:, None].astype(rollout.mask.dtype),
         sampler_logp=rollout.logprobs,
-        row_valid=row_valid)
+        row_valid=row_valid, fork_parent=rollout.fork_parent, fork_at=rollout.fork_at)
 
 
 def take_rows(tree, index):

@@ -7,7 +7,7 @@ This dataclass is the one place where the update's defaults live: `config.rl` in
 import dataclasses
 
 from rlvr_jax import losses
-from rlvr_jax.advantages import GPG_ALPHAS
+from rlvr_jax.advantages import GPG_ALPHAS, TREE_MODES
 
 SEQUENCE_ADVANTAGES = ("grpo", "rloo", "grpo_passk", "ngrpo", "w_reinforce", "gpg")
 # Estimators that give per-token advantages [B, N] (the others give one per sequence).
@@ -19,6 +19,7 @@ POLICY_LOSSES = ("ppo_clip", "gspo", "cispo", "reinforce", "sapo", "dppo", "dcpo
 SEQUENCE_LOSSES = ("gspo", "luspo", "nft")
 PROCESS_FORMS = ("sum", "min")
 TURN_ADVANTAGES = ("none", "group", "gae")
+TREE_ADVANTAGES = ("none",) + TREE_MODES
 # Fields where 0 means "off".
 _ZERO_IS_OFF = ("value_clip", "dual_clip", "kl_target", "tis_cap")
 
@@ -108,6 +109,12 @@ class RLConfig:
         implicit rewards whose spread starts near 0).
       process_gate: outcome-gated process rewards: step rewards count only in completions
         whose final answer the verifier accepts.
+      tree_advantage: prefix-tree credit of tree rollouts (`advantages.tree`;
+        docs/tree_rollouts.md): "none" (the estimator `advantage` names), or "treerl" |
+        "tempo" | "lambda_grpo", per-token advantages from the node values of the rollout's
+        lineage (`sampling.tree`), replacing GRPO's (advantage="grpo"; its advantage_scale
+        "group" | "none" and advantage_eps apply).
+      tree_exponent: λ-GRPO's α: each token's advantage is divided by |node|^α (1: the paper).
       turn_advantage: multi-turn credit (`advantages.turn`; docs/multiturn.md): "none" (one
         advantage per episode; turn rewards summed into its reward), "group" (per-turn
         group normalisation of the discounted returns over turns, turn k vs turn k of the
@@ -224,6 +231,8 @@ class RLConfig:
     process_source: str = "oracle"
     process_oracle_metrics: bool = False
     process_scale: bool = True
+    tree_advantage: str = "none"
+    tree_exponent: float = 1.0
 
     def __post_init__(self):
         for name in _ZERO_IS_OFF:
@@ -238,6 +247,7 @@ class RLConfig:
         _check_offpolicy(self)
         _check_hints(self)
         _check_async(self)
+        _check_tree(self)
 
     @property
     def needs_old_logprobs(self) -> bool:
@@ -282,6 +292,7 @@ def _check_choices(rl: RLConfig) -> None:
                         ("gpg_alpha", GPG_ALPHAS), ("process_form", PROCESS_FORMS),
                         ("process_source", ("oracle", "learned")),
                         ("turn_advantage", TURN_ADVANTAGES),
+                        ("tree_advantage", TREE_ADVANTAGES),
                         ("dppo_divergence", losses.DPPO_DIVERGENCES),
                         ("nft_prompt_weight", losses.PROMPT_WEIGHTS)):
         if getattr(rl, name) not in known:
@@ -431,6 +442,27 @@ def _check_async(rl: RLConfig) -> None:
         raise ValueError("max_staleness > 0 (asynchronous rollouts) takes neither hint_mode, "
                          "offpolicy_per_group nor verify_groups (rows the sampler did not "
                          "write)")
+
+
+def _check_tree(rl: RLConfig) -> None:
+    """Prefix-tree credit replaces GRPO's advantage with per-token ones from the lineage."""
+    if rl.tree_advantage == "none":
+        return
+    name = f"tree_advantage={rl.tree_advantage!r}"
+    if rl.advantage != "grpo" or rl.advantage_scale == "batch":
+        raise ValueError(f"{name} replaces GRPO's estimator: set advantage='grpo' with "
+                         f"advantage_scale 'group' or 'none' (got {rl.advantage!r}, "
+                         f"{rl.advantage_scale!r})")
+    if rl.policy_loss in SEQUENCE_LOSSES:
+        raise ValueError(f"{name} gives per-token advantages, which policy_loss="
+                         f"{rl.policy_loss!r} (one advantage per sequence) cannot take")
+    for field, off in (("process_weight", 0.0), ("turn_advantage", "none"),
+                       ("offpolicy_per_group", 0), ("hint_mode", "off")):
+        if getattr(rl, field) != off:
+            raise ValueError(f"{name} does not combine with {field}={getattr(rl, field)!r} "
+                             f"(set it to {off!r})")
+    if rl.tree_exponent < 0:
+        raise ValueError(f"tree_exponent must be >= 0, got {rl.tree_exponent}")
 
 
 def defaults() -> dict:

@@ -143,6 +143,8 @@ def advantages_stage(groups: Groups, exp: Experience, *, algo: Algorithm,
     """Advantages ([B] or [B, N]) and GAE returns into the experience, with their metrics;
     process rewards (`groups.steps`) enter as token rewards or a process advantage."""
     steps = groups.steps
+    if algo.tree_advantages is not None:  # Prefix-tree credit (rl.tree_advantage).
+        return algo.tree_advantages(groups.rewards, groups.valid, exp)
     if algo.turn_advantages is not None:  # Multi-turn credit (rl.turn_advantage).
         a, returns = algo.turn_advantages(
             groups.rewards, groups.rollout.turn_ids, exp.mask, old_values=exp.old_values,

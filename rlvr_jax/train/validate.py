@@ -299,6 +299,15 @@ def _check_training(config) -> None:
     if rl_config.teacher and not os.path.isfile(os.path.join(rl_config.teacher, "config.json")):
         _fail("rl.teacher", f"{rl_config.teacher!r} has no config.json (a scripts/train.py "
               "--workdir or a Hugging Face model directory)")
+    if rl_config.tree_advantage != "none" and not _tree_sampling(config):
+        _fail("rl.tree_advantage", f"{rl_config.tree_advantage!r} reads the lineage of tree "
+              "rollouts, which are off: set sampling.tree.mode (docs/tree_rollouts.md)")
+
+
+def _tree_sampling(config) -> bool:
+    """Tree rollouts are on (`sampling.tree.mode` set): rollouts carry fork_parent / fork_at."""
+    tree = config.sampling.get("tree")
+    return tree is not None and tree.get("mode", "") not in ("", "none", "off", None)
 
 
 def _check_eval(config) -> None:
