@@ -85,6 +85,7 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
          kl_coef: float = 0.001, advantage: str = "grpo", dtype: str = "bfloat16",
          param_dtype: str = "float32", remat: str = "full",
          reference_memory: str = "device", cache_window: Optional[int] = None,
+         decode_rules: str = "",
          scan_unroll: Optional[int] = None, attention: str = "auto", lora_rank: int = 0,
          lora_targets: str = "all", quantize_base: str = "none", reward_model: str = "",
          run: bool = False) -> Dict[str, Any]:
@@ -102,6 +103,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
       dtype, param_dtype, remat: `ModelConfig` overrides (compute, storage, remat policy).
       reference_memory: "device" or "pinned_host" (`train.reference`).
       cache_window: the sampler's `SamplingConfig.cache_window` (None: automatic).
+      decode_rules: the run's `sampling.decode_rules` (a rules preset: the RL step decodes
+        in that layout, e.g. "tp"; "": in the training layout).
       scan_unroll: `ModelConfig.scan_unroll` of the run (None: the model's default, 0).
       attention: `ModelConfig.attention`: "pallas_gpu" / "splash" compile the GPU / TPU
         kernel (in Pallas interpret mode on CPU: its block-sized temporaries, not the plain
@@ -145,7 +148,7 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
     start = time.perf_counter()
     kw = dict(reference_memory=reference_memory, quantize_base=quantize_base)
     if program == "rl_step":
-        lowered = programs.lower_rl_step(mc, mesh, rule_set, work, cache_window,
+        lowered = programs.lower_rl_step(mc, mesh, rule_set, work, cache_window, decode_rules,
                                          reward_config=reward_config, **kw)
     else:
         lowered = programs.lower_update(mc, mesh, rule_set, work, **kw)
@@ -173,7 +176,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
             "program": program, "rows": prompts * samples, "prompt_len": prompt_len,
             "new_tokens": new_tokens, "microbatches": microbatches, "kl_coef": kl_coef,
             "advantage": advantage, "dtype": dtype, "param_dtype": param_dtype, "remat": remat,
-            "reference_memory": reference_memory, "attention": attention,
+            "reference_memory": reference_memory, "decode_rules": decode_rules,
+            "attention": attention,
             "lora_rank": lora_rank, "lora_targets": ",".join(mc.lora_targets) if lora_rank
             else "", "quantize_base": quantize_base, "reward_model": reward_model,
             "params": mc.num_params(),

@@ -140,11 +140,27 @@ def lower_update(mc, mesh, rules, workload: Workload = Workload(), reference_mem
         return fn.lower(state, rollout, _rows(mesh, rules, (b,), jnp.float32))
 
 
+def decode_sampler(mc, mesh, decode_rules, sampling_config):
+    """The `Sampler` of a run with `sampling.decode_rules` = `decode_rules` (a preset name;
+    "": the training layout), as `train.build.build_sampler` makes it: the sampled tree
+    re-laid out by those rules, the rollout's activations constrained by them."""
+    from rlvr_jax import sharding
+    from rlvr_jax.models import lora, transformer
+    from rlvr_jax.sampler import Sampler
+    if not decode_rules:
+        return Sampler(mc, sampling_config)
+    rules, specs = sharding.get_rules(decode_rules), transformer.param_logical_axes(mc)
+    return Sampler(mc, sampling_config, decode_rules=rules,
+                   decode_shardings=lambda p: sharding.logical_to_mesh_sharding(
+                       lora.specs_like(specs, p, mc), mesh, rules, p))
+
+
 def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window=None,
-                  decode_shardings=None, reference_memory="device", quantize_base="none",
+                  decode_rules="", reference_memory="device", quantize_base="none",
                   reward_config=None):
-    """The one-program RL step (`step.make_rl_step`: sample, score, update) lowered; with
-    `reward_config` (a `ModelConfig`) a reward model scores the B sequences inside it."""
+    """The one-program RL step (`step.make_rl_step`: sample, score, update) lowered, decoding
+    in the layout of `decode_rules` (`decode_sampler`); with `reward_config` (a
+    `ModelConfig`) a reward model scores the B sequences inside it."""
     from rlvr_jax import scoring, sharding
     from rlvr_jax.train import state as state_lib
     from rlvr_jax.train import step as step_lib
@@ -164,7 +180,8 @@ def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window
     scorer = scoring.token_scorer(
         verifier, rl=rl, max_new_tokens=w.new_tokens, num_samples=w.samples,
         reward_model=None if reward_config is None else scoring.RewardModel(reward_config))
-    fn = step_lib.make_rl_step(mc, w.sampling_config(cache_window), rl, tx, scorer=scorer,
-                               value_tx=value_tx, decode_shardings=decode_shardings)
+    sampler = decode_sampler(mc, mesh, decode_rules, w.sampling_config(cache_window))
+    fn = step_lib.make_rl_step(mc, sampler.sampling_config, rl, tx, scorer=scorer,
+                               sampler=sampler, value_tx=value_tx)
     with sharding.activate(mesh, rules):
         return fn.lower(state, batch)
