@@ -1,8 +1,10 @@
 """The FSDP update's communication (issue 36): gradients reduce-scattered into their shards,
-weights gathered in the compute dtype, and each micro-batch gathering its own weights.
+weights gathered in the compute dtype, and each micro-batch gathering its own weights; the
+tensor-parallel decode (`sampling.decode_rules="tp"`) gathering no weight in its loop.
 
-One tiny bf16 model on the 8 fake devices, its split-path update compiled once from
-abstract sharded inputs (`perf.programs`; nothing runs), read through `perf.collectives`.
+One tiny bf16 model on the 8 fake devices, its split-path update and its one-program RL step
+compiled once each from abstract sharded inputs (`perf.programs`; nothing runs), read through
+`perf.collectives`.
 """
 import functools
 
@@ -72,6 +74,41 @@ def test_fsdp_update_reduce_scatters_gradients_and_gathers_weights_in_bf16():
         if r["kind"] == "all-gather" and r["dims"] in layer:
             runs[r["dims"]] = runs.get(r["dims"], 0) + r["times"]
     assert set(runs) == layer and min(runs.values()) >= MICROBATCHES
+
+
+NEW_TOKENS = 8
+
+
+@functools.lru_cache(maxsize=None)
+def _rl_step_tp():
+    """The one-program RL step decoding with `sampling.decode_rules="tp"` (training: fsdp)."""
+    mesh = sharding.make_mesh({"data": 1, "fsdp": 8, "tensor": 1})
+    work = programs.Workload(prompts=8, samples=2, prompt_len=4, new_tokens=NEW_TOKENS, rl=(
+        ("microbatches", 1), ("logprob_chunk", 4), ("kl_coef", 0.0)))
+    return collectives.compile_partitioned(programs.lower_rl_step(
+        _config(), mesh, sharding.get_rules("fsdp"), work, decode_rules="tp"))
+
+
+@pytest.mark.skipif(jax.device_count() < 8, reason="needs the 8 fake devices of conftest")
+def test_tensor_parallel_decode_moves_activations_not_weights():
+    mc = _config()
+    mesh = sharding.make_mesh({"data": 1, "fsdp": 8, "tensor": 1})
+    params = jax.eval_shape(lambda: init_params(mc, jax.random.PRNGKey(0)))
+    layout = programs.decode_sampler(mc, mesh, "tp", None).decode_shardings(params)
+    # The decode layout: the MLP and the vocabulary split 8 ways, attention replicated.
+    assert layout["layers"]["mlp"]["up_kernel"].shard_shape((1, 64, 160)) == (1, 64, 20)
+    assert layout["embed"].shard_shape((256, 64)) == (32, 64)
+    assert layout["layers"]["attn"]["q_kernel"].is_fully_replicated
+    # Inside the decode loop (the collectives that run once per new token) a step moves
+    # activations: the MLP's input rows [B, D] gathered and its output reduce-scattered, each
+    # step; no weight is gathered there (the training layout gathers every layer's, each step).
+    decode = [r for r in collectives.records(_rl_step_tp()[1]) if r["times"] >= NEW_TOKENS - 1]
+    rows = 8 * 2
+    assert {"all-gather", "reduce-scatter"} <= {r["kind"] for r in decode
+                                                if r["dims"] == (rows, mc.d_model)}
+    weights = {tuple(x.shape[1:]) for x in jax.tree.leaves(params["layers"])} | {
+        tuple(x.shape) for x in jax.tree.leaves(params) if x.ndim == 2}
+    assert not [r for r in decode if r["kind"] == "all-gather" and r["dims"] in weights]
 
 
 def test_collectives_table_counts_loop_trips_and_reads_reduce_scatters():
