@@ -9,7 +9,7 @@ collectives table.
 The state is the one a run builds: float32 parameters and AdamW moments sharded by the
 rules, a reference model (`train.reference`: the compute dtype, on the devices or in host
 memory) when `rl.kl_coef` > 0, a value model for `advantage="gae"`, and optionally a frozen
-reward model scored inside the one-program step. With LoRA
+reward model (its trunk in the compute dtype) scored inside the one-program step. With LoRA
 (`mc.lora_rank` > 0) the policy is a frozen base (stored `quantize_base`: none, int8 or nf4)
 with adapters attached, AdamW's moments are the adapters' only, and there is no reference
 copy (the reference is the base with the adapters off), as `train.build.rl_state` makes it.
@@ -71,7 +71,8 @@ def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="dev
     """(TrainState of sharded ShapeDtypeStructs, its shardings) as `train.build` places it
     (the reference in `reference_memory`: "device" or "pinned_host"; with LoRA none, and the
     optimizer state over the adapters only; with `reward_config` (a `ModelConfig`) a frozen
-    scalar reward model's parameters, sharded by the rules like the policy's)."""
+    scalar reward model's parameters, its trunk in the compute dtype
+    (`reference.frozen_scorer_params`), sharded by the rules like the policy's)."""
     from rlvr_jax import models, sharding
     from rlvr_jax.models import lora, transformer
     from rlvr_jax.models import reward_model as rm_lib
@@ -86,7 +87,9 @@ def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="dev
     value = jax.eval_shape(lambda p: models.init_value_params(
         mc, jax.random.PRNGKey(0), adapters.full_weights(p, mc)),
         params) if rl.needs_value else None
-    rm = None if reward_config is None else rm_lib.reward_param_shapes(reward_config, 1)
+    rm = None if reward_config is None else jax.eval_shape(
+        lambda p: reference.frozen_scorer_params(p, reward_config),
+        rm_lib.reward_param_shapes(reward_config, 1))
     state = jax.eval_shape(lambda p, r, v, w: state_lib.create_train_state(
         p, tx, jax.random.PRNGKey(0), ref_params=r, value_params=v, value_tx=value_tx,
         kl_coef=rl.kl_coef if rl.adaptive_kl else None, reward_params=w),
