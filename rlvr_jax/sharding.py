@@ -77,13 +77,13 @@ RULE_PRESETS = {
         ("embed", "fsdp"),
     ) + _COMMON,
     # Decoding a model too large to replicate (`sampling.decode_rules="tp"`): the MLP and
-    # the vocabulary (embedding, LM head) split over every mesh axis, the attention weights
-    # replicated; activations and the KV cache split by batch, except the MLP's hidden and
-    # the logits (split by mlp / vocab, batch replicated). So a decode step moves activations
-    # (gather [B, D] into the MLP, reduce-scatter out), never weights.
+    # the vocabulary (embedding, LM head) split over every mesh axis, attention heads over
+    # tensor (else replicated); activations and the KV cache split by batch over data×fsdp
+    # (and heads over tensor), except the MLP's hidden and the logits (split by mlp / vocab).
+    # So a decode step moves activations (gather [B, D] into the MLP, reduce-scatter out).
     "tp": (
-        ("mlp", MESH_AXES), ("vocab", MESH_AXES), ("batch", MESH_AXES),
-        ("embed", None), ("heads", None), ("kv_heads", None),
+        ("mlp", MESH_AXES), ("vocab", MESH_AXES), ("batch", ("data", "fsdp")),
+        ("heads", "tensor"), ("kv_heads", "tensor"), ("embed", None),
     ) + _COMMON,
 }
 
