@@ -151,6 +151,7 @@ class Sampler:
 
 
 def _under_rules(fn, rules):
+    """`fn` traced under the logical-axis rules `rules` (Flax's, read by the models)."""
     def traced(*args, **kwargs):
         with nn.logical_axis_rules(rules):
             return fn(*args, **kwargs)
