@@ -21,6 +21,7 @@ N = max_new_tokens. `batch` = {"prompt_tokens" [P, Tp], "prompt_mask" [P, Tp],
 import dataclasses
 from typing import Dict, Optional, Sequence
 
+import flax.linen as nn
 import jax
 import numpy as np
 
@@ -56,16 +57,22 @@ class Sampler:
         from `tokenizer` (`tool_workers` calls at a time).
       decode_shardings: optional parameter layout for decoding (`decode_layout`: shardings
         or a function of the parameter tree giving them).
+      decode_rules: logical-axis rules (`sharding.get_rules`) that `trace` constrains the
+        rollout's activations and KV cache by (the decode layout's; None: the active ones).
+        A tensor-parallel layout needs its own ("tp"), else XLA gathers its weights to meet
+        batch-split activations.
     """
 
     def __init__(self, model_config: ModelConfig, sampling_config: sampling.SamplingConfig, *,
                  env=None, tools=None, tokenizer=None, tool_workers: int = 4,
-                 decode_shardings=None):
+                 decode_shardings=None, decode_rules=None):
         if env is not None and sampling_config.tree is not None:
             raise ValueError("tree rollouts (sampling_config.tree) fork single-turn samples "
                              "only; an environment's episodes do not fork")
         self.model_config, self.sampling_config = model_config, sampling_config
-        self.env, self.decode_shardings = env, decode_shardings
+        self.env, self.decode_shardings, self.decode_rules = env, decode_shardings, decode_rules
+        if decode_rules:  # The instance's trace runs under them.
+            self.trace = _under_rules(self.trace, decode_rules)
         # The one question: does the rollout leave the compiled program (host episodes)?
         self.traceable = env is None or not env.on_host
         if not self.traceable and tools is None:
@@ -85,7 +92,7 @@ class Sampler:
         """The same rollout kind (environment, tools, layout) with another sampling config
         (e.g. the evaluator's greedy decoding)."""
         return Sampler(self.model_config, sampling_config, env=self.env, tools=self.tools,
-                       decode_shardings=self.decode_shardings)
+                       decode_shardings=self.decode_shardings, decode_rules=self.decode_rules)
 
     def trace(self, params, batch: Dict, rng: jax.Array):
         """(Rollout [B rows], Episodes or None); traceable (raises for host episodes)."""
@@ -145,6 +152,14 @@ class Sampler:
                                               tokens, mask, prompt_tokens, prompt_mask, answers)
         return multiturn.host.host_trace_model_mask(self.env, tokenizer, stops, tokens, mask,
                                                     examples)
+
+
+def _under_rules(fn, rules):
+    """`fn` traced under the logical-axis rules `rules` (Flax's, read by the models)."""
+    def traced(*args, **kwargs):
+        with nn.logical_axis_rules(rules):
+            return fn(*args, **kwargs)
+    return traced
 
 
 def with_sampling(sampler: Sampler, **changes) -> Sampler:

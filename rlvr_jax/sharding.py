@@ -13,7 +13,7 @@ so that changing the parallelism is a config change, never a model change.
 Typical use:
 
     mesh = make_mesh(config.mesh)                      # ConfigDict, see `default_mesh_config`
-    rules = get_rules(config.mesh.rules)               # "dp", "fsdp" or "fsdp_tp"
+    rules = get_rules(config.mesh.rules)               # "dp", "fsdp", "fsdp_tp" ("tp")
     specs = models.param_logical_axes(model_config)
     params = shard_params(params, specs, mesh, rules)
     opt_shardings = optimizer_state_sharding(optimizer, params, specs, mesh, rules)
@@ -75,6 +75,15 @@ RULE_PRESETS = {
         ("mlp", "tensor"),
         ("vocab", "tensor"),
         ("embed", "fsdp"),
+    ) + _COMMON,
+    # Decoding a model too large to replicate (`sampling.decode_rules="tp"`): the MLP and
+    # the vocabulary (embedding, LM head) split over every mesh axis, attention heads over
+    # tensor (else replicated); activations and the KV cache split by batch over data×fsdp
+    # (and heads over tensor), except the MLP's hidden and the logits (split by mlp / vocab).
+    # So a decode step moves activations (gather [B, D] into the MLP, reduce-scatter out).
+    "tp": (
+        ("mlp", MESH_AXES), ("vocab", MESH_AXES), ("batch", ("data", "fsdp")),
+        ("heads", "tensor"), ("kv_heads", "tensor"), ("embed", None),
     ) + _COMMON,
 }
 

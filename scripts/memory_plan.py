@@ -5,6 +5,8 @@
         [--quantize-base nf4]                                      # LoRA / QLoRA
     python scripts/memory_plan.py --preset llama3.1-8b --devices 8 --json \
         --reward-model llama3.1-8b                   # + an 8B reward model in the step
+    python scripts/memory_plan.py --preset qwen2.5-7b --devices 8 --json \
+        --decode-rules tp                            # decode tensor-parallel
     python scripts/memory_plan.py --out plan.jsonl                 # the default grid
     python scripts/memory_plan.py --here --preset qwen2.5-0.5b --layers 4 4 --prompts 8 \
         --rows 64 --prompt-len 128 --new-tokens 512 --microbatches 2   # on this backend
@@ -61,6 +63,9 @@ def main():
     parser.add_argument("--advantage", default="grpo", help="gae: with a value model")
     parser.add_argument("--reference-memory", default="device",
                         choices=("device", "pinned_host"))
+    parser.add_argument("--decode-rules", default="",
+                        help="sampling.decode_rules of the run: the RL step decodes in that "
+                        "layout (e.g. tp; \"\": the training layout)")
     parser.add_argument("--cache-window", type=int, default=-1,
                         help="the sampler's cache_window (-1: automatic, 0: one phase)")
     parser.add_argument("--lora-rank", type=int, default=0,
@@ -95,10 +100,13 @@ def main():
                   cache_window=window, microbatches=args.microbatches,
                   scan_unroll=args.scan_unroll, attention=args.attention,
                   lora_rank=args.lora_rank, lora_targets=args.lora_targets,
-                  quantize_base=args.quantize_base, reward_model=args.reward_model)
+                  quantize_base=args.quantize_base, reward_model=args.reward_model,
+                  decode_rules=args.decode_rules)
     if args.reward_model and args.program != "rl_step":
         parser.error("--reward-model needs --program rl_step (the split path scores it "
                      "outside the update)")
+    if args.decode_rules and args.program != "rl_step":
+        parser.error("--decode-rules needs --program rl_step (the update does not decode)")
     if args.quantize_base != "none" and not args.lora_rank:
         parser.error("--quantize-base needs --lora-rank > 0 (only a LoRA run's frozen base "
                      "is stored quantized)")

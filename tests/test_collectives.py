@@ -1,8 +1,10 @@
 """The FSDP update's communication (issue 36): gradients reduce-scattered into their shards,
-weights gathered in the compute dtype, and each micro-batch gathering its own weights.
+weights gathered in the compute dtype, and each micro-batch gathering its own weights; the
+tensor-parallel decode (`sampling.decode_rules="tp"`) gathering no weight in its loop.
 
-One tiny bf16 model on the 8 fake devices, its split-path update compiled once from
-abstract sharded inputs (`perf.programs`; nothing runs), read through `perf.collectives`.
+One tiny bf16 model on the 8 fake devices, its split-path update and its one-program RL step
+compiled once each from abstract sharded inputs (`perf.programs`; nothing runs), read through
+`perf.collectives`.
 """
 import functools
 
@@ -74,6 +76,41 @@ def test_fsdp_update_reduce_scatters_gradients_and_gathers_weights_in_bf16():
     assert set(runs) == layer and min(runs.values()) >= MICROBATCHES
 
 
+@functools.lru_cache(maxsize=None)
+def _rl_step_tp():
+    """The one-program RL step decoding with `sampling.decode_rules="tp"` (training: fsdp)."""
+    mesh = sharding.make_mesh({"data": 1, "fsdp": 8, "tensor": 1})
+    work = programs.Workload(prompts=8, samples=2, prompt_len=4, new_tokens=8, rl=(
+        ("microbatches", 1), ("logprob_chunk", 4), ("kl_coef", 0.0)))
+    return collectives.compile_partitioned(programs.lower_rl_step(
+        _config(), mesh, sharding.get_rules("fsdp"), work, decode_rules="tp"))
+
+
+@pytest.mark.skipif(jax.device_count() < 8, reason="needs the 8 fake devices of conftest")
+def test_tensor_parallel_decode_moves_activations_not_weights():
+    mc = _config()
+    mesh = sharding.make_mesh({"data": 1, "fsdp": 8, "tensor": 1})
+    params = jax.eval_shape(lambda: init_params(mc, jax.random.PRNGKey(0)))
+    layout = programs.decode_sampler(mc, mesh, "tp", None).decode_shardings(params)
+    # The decode layout: the MLP and the vocabulary split 8 ways, attention replicated.
+    assert layout["layers"]["mlp"]["up_kernel"].shard_shape((1, 64, 160)) == (1, 64, 20)
+    assert layout["embed"].shard_shape((256, 64)) == (32, 64)
+    assert layout["layers"]["attn"]["q_kernel"].is_fully_replicated
+    # Inside the decode loop (the one loop whose trips the data decide: it stops when every
+    # row has finished) a step moves activations: the MLP's input rows [B, D] gathered and its
+    # output reduce-scattered; no weight is gathered there (the training layout gathers every
+    # layer's weights there, each step).
+    recs = collectives.records(_rl_step_tp()[1])
+    assert len({r["loop"] for r in recs if r["dynamic_trips"]}) == 1  # One phase, no compaction.
+    decode = [r for r in recs if r["dynamic_trips"]]
+    rows = 8 * 2
+    assert {"all-gather", "reduce-scatter"} <= {r["kind"] for r in decode
+                                                if r["dims"] == (rows, mc.d_model)}
+    weights = {tuple(x.shape[1:]) for x in jax.tree.leaves(params["layers"])} | {
+        tuple(x.shape) for x in jax.tree.leaves(params) if x.ndim == 2}
+    assert not [r for r in decode if r["kind"] == "all-gather" and r["dims"] in weights]
+
+
 def test_collectives_table_counts_loop_trips_and_reads_reduce_scatters():
     hlo = """HloModule m
 
@@ -100,20 +137,43 @@ def test_collectives_table_counts_loop_trips_and_reads_reduce_scatters():
   ROOT %lt = pred[] compare(%i, %n), direction=LT
 }
 
+%until (q: (s32[], bf16[16,4])) -> pred[] {
+  %q = (s32[], bf16[16,4]) parameter(0)
+  %i = s32[] get-tuple-element(%q), index=0
+  %n = s32[] constant(9)
+  %lt = pred[] compare(%i, %n), direction=LT
+  %live = pred[] constant(true)
+  ROOT %both = pred[] and(%lt, %live)
+}
+
+%step (p: (s32[], bf16[16,4])) -> (s32[], bf16[16,4]) {
+  %p = (s32[], bf16[16,4]) parameter(0)
+  %w = bf16[2,4]{1,0} get-tuple-element(%p), index=1
+  %x = bf16[16,4]{1,0} all-gather(%w), dimensions={0}
+  %y = bf16[16,4]{1,0} all-gather(%w), dimensions={0}
+  ROOT %t = (s32[], bf16[16,4]) tuple(%i, %x)
+}
+
 ENTRY %main (a: (s32[], bf16[16,4])) -> (s32[], bf16[16,4]) {
   %a = (s32[], bf16[16,4]) parameter(0)
   %r = f32[8]{0} all-reduce(%v), to_apply=%add
-  ROOT %w = (s32[], bf16[16,4]) while(%a), condition=%cond, body=%body
+  %w = (s32[], bf16[16,4]) while(%a), condition=%cond, body=%body
+  ROOT %d = (s32[], bf16[16,4]) while(%w), condition=%until, body=%step
 }
 """
     rows = {(r["kind"], r["dtype"]): r for r in collectives.collectives(hlo)}
     # Three trips: the gather (16·4 bf16 = 128 B) and the sliced all-reduce (16·4 f32, read
-    # as a reduce-scatter) three times each; the plain all-reduce outside once.
+    # as a reduce-scatter) three times each; the plain all-reduce outside once. The second
+    # loop's condition also tests data (its bound 9 is the counter's, not the trips): its two
+    # gathers count once each, flagged, and are one trip's bytes.
     assert rows[("all-gather", "bf16")] == {"kind": "all-gather", "dtype": "bf16",
-                                            "bytes": 3 * 128, "count": 3}
+                                            "bytes": 3 * 128 + 2 * 128, "count": 3 + 2,
+                                            "dynamic_trips": True}
+    assert collectives.dynamic_loop_per_trip(hlo) == [
+        {"kind": "all-gather", "dtype": "bf16", "bytes": 2 * 128, "count": 2}]
     assert rows[("reduce-scatter", "f32")]["bytes"] == 3 * 256
     assert rows[("all-reduce", "f32")]["count"] == 1
-    assert "| all-gather | bf16 | 3 |" in collectives.format_table(list(rows.values()))
+    assert "| all-gather | bf16 | 5 |" in collectives.format_table(list(rows.values()))
     np.testing.assert_equal(sorted(rows), sorted([("all-gather", "bf16"),
                                                   ("reduce-scatter", "f32"),
                                                   ("all-reduce", "f32")]))

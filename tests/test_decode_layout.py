@@ -1,11 +1,12 @@
-"""Re-laying the parameters out for decoding (FSDP training layout → replicated) changes
-where the weights live during sampling, not what is sampled."""
+"""Re-laying the parameters out for decoding (FSDP training layout → replicated, or
+tensor-parallel) changes where the weights live during sampling, not what is sampled."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from rlvr_jax import sampling, sharding
 from rlvr_jax.models import init_params, param_logical_axes, presets
+from rlvr_jax.sampler import Sampler
 from rlvr_jax.train import step as step_lib
 from tests import numerics
 
@@ -28,6 +29,13 @@ def test_decode_layout_samples_the_same_completions():
         plain = step_lib.make_sample_fn(config, sc)(params, batch, rng)
         relaid = step_lib.make_sample_fn(config, sc, decode_shardings=replicated)(
             params, batch, rng)
-    np.testing.assert_array_equal(plain.tokens, relaid.tokens)
-    numerics.assert_forward_close(plain.logprobs, relaid.logprobs, config, 5 + 6)
+        # Tensor-parallel ("tp": MLP and vocabulary split 8 ways, the rollout's activations
+        # under those rules): the same sums in another order, so the reorder bound.
+        tp = sharding.get_rules("tp")
+        tensor_parallel = jax.jit(Sampler(
+            config, sc, decode_rules=tp, decode_shardings=sharding.logical_to_mesh_sharding(
+                specs, mesh, tp, params)).trace)(params, batch, rng)[0]
+    for other in (relaid, tensor_parallel):
+        np.testing.assert_array_equal(plain.tokens, other.tokens)
+        numerics.assert_forward_close(plain.logprobs, other.logprobs, config, 5 + 6)
     assert params["embed"].sharding.spec != jax.sharding.PartitionSpec()  # Inputs untouched.

@@ -86,17 +86,22 @@ def test_plan_of_the_rl_step_holds_a_reward_model():
     path's update refuses it (the reward model is scored outside the update)."""
     from rlvr_jax import sharding
     from rlvr_jax.models import reward_model as rm_lib
+    from rlvr_jax.train import reference
     step = dict(TINY, program="rl_step")
     without = memory_plan.plan("tiny", **step)
     with_rm = memory_plan.plan("tiny", **step, reward_model="tiny")
     assert without["reward_params_bytes"] == 0
-    config = presets.get("tiny", n_layers=1)
-    shapes = rm_lib.reward_param_shapes(config, 1)
+    config = presets.get("tiny", n_layers=1, dtype="bfloat16")  # The plan's compute dtype.
+    stored = rm_lib.reward_param_shapes(config, 1)
+    held = jax.eval_shape(lambda p: reference.frozen_scorer_params(p, config), stored)
     mesh = sharding.make_mesh({"data": 1, "fsdp": -1, "tensor": 1})
     shardings = sharding.logical_to_mesh_sharding(rm_lib.reward_logical_axes(config), mesh,
-                                                  sharding.get_rules("fsdp"), shapes)
-    expected = memory_plan._per_device_bytes(shapes, shardings)
+                                                  sharding.get_rules("fsdp"), stored)
+    expected = memory_plan._per_device_bytes(held, shardings)
     assert with_rm["reward_params_bytes"] == expected > 0
+    # Held frozen in bf16 (trunk; norm scales and the score head float32): about half the
+    # float32 bytes it is stored in.
+    assert expected < 0.6 * memory_plan._per_device_bytes(stored, shardings)
     # The reward model's parameters are arguments of the step: exactly their bytes more.
     assert (with_rm["argument_size_in_bytes"] - without["argument_size_in_bytes"]) == expected
     headline = memory_plan.summary(with_rm)  # GiB to 3 decimals: 0 for `tiny`.

@@ -169,8 +169,11 @@ def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
     """The rows of table [V, D] at tokens [B, T] -> [B, T, D]. A decode step (T = 1) on CPU
     copies its B rows in a loop of dynamic slices (same values): XLA's CPU cost model charges
     a gather fused into its consumer as a read of the whole table (`rlvr_jax.perf.decode_cost`:
-    the whole [V, D] embedding per step), a loop of slices for the rows it reads."""
-    if tokens.shape[1] != 1 or jax.default_backend() != "cpu":
+    the whole [V, D] embedding per step), a loop of slices for the rows it reads. Not under a
+    mesh: a slice at a data-dependent row of a vocabulary-split table would gather the whole
+    table, where XLA partitions the gather (a local masked lookup and a sum of [B, D] rows)."""
+    if (tokens.shape[1] != 1 or jax.default_backend() != "cpu"
+            or jax.sharding.get_abstract_mesh().size > 1):
         return jnp.take(table, tokens, axis=0)
     ids = tokens[:, 0]
 

@@ -17,8 +17,9 @@ Bytes of one collective: the larger of its per-device operand and result (an all
 gathered result, a reduce-scatter's unreduced operand, an all-reduce's buffer), times how
 often it runs per program run: collectives inside a `while` body count once per trip when
 the loop's condition compares its counter with a constant (`lax.scan`, `fori_loop` with
-static bounds). A loop whose trip count the data decide (the packed micro-batch loop) counts
-once and its rows carry `"dynamic_trips": True`.
+static bounds). A loop whose trip count the data decide (the packed micro-batch loop; the
+sampler's decode loops, whose conditions also test the live rows) counts once and its rows
+carry `"dynamic_trips": True`; `dynamic_loop_per_trip` gives one trip's bytes of such loops.
 """
 import glob
 import os
@@ -57,7 +58,7 @@ def _parse(hlo: str):
         m = _HEADER.match(line)
         if m:
             current = m.group(2)
-            comps[current] = {"instrs": [], "shapes": {}}
+            comps[current] = {"instrs": [], "shapes": {}, "root": None}
             if m.group(1):
                 entry = current
             continue
@@ -68,17 +69,23 @@ def _parse(hlo: str):
             name, shape, op, rest = m.groups()
             comps[current]["instrs"].append((name, shape, op, rest))
             comps[current]["shapes"][name] = shape
+            if line.lstrip().startswith("ROOT"):
+                comps[current]["root"] = name
     return comps, entry
 
 
 def _trip_count(comps, condition: str):
-    """The constant a scan-style loop condition compares its counter with, else None."""
+    """The constant a scan-style loop condition compares its counter with, else None: only
+    when that compare is the condition's root. A condition that also tests data (the
+    sampler's `t < limit & live rows > size`) bounds the counter, not the trips (its loops
+    share the N decode steps, each starting where the last stopped)."""
     comp = comps.get(condition)
-    if comp is None:
+    if comp is None or not comp["instrs"]:
         return None
     consts = {n: r for n, s, op, r in comp["instrs"] if op == "constant"}
-    for _, _, op, rest in comp["instrs"]:
-        if op == "compare" and "direction=LT" in rest:
+    root = comp["root"] or comp["instrs"][-1][0]
+    for name, _, op, rest in comp["instrs"]:
+        if name == root and op == "compare" and "direction=LT" in rest:
             for arg in re.findall(r"%([\w.\-]+)", rest.split(")")[0]):
                 if arg in consts:
                     value = re.match(r"\s*(-?\d+)\s*\)", consts[arg])
@@ -101,11 +108,13 @@ def _sliced(comp, name: str, size: int) -> bool:
 def records(hlo: str) -> List[Dict]:
     """Every collective instruction of an HLO module: [{"kind", "dtype", "dims" (of the larger
     of its operand and result: the full tensor), "bytes" (one run), "times" (runs per program
-    run), "dynamic_trips"}]."""
+    run), "dynamic_trips", "loop" (the body of the innermost enclosing data-dependent loop,
+    "" for none), "loop_times" (runs per trip of that loop)}]."""
     comps, entry = _parse(hlo)
     out = []
 
-    def visit(name: str, times: int, dynamic: bool, depth: int = 0):
+    def visit(name: str, times: int, dynamic: bool, depth: int = 0, loop: str = "",
+              inner: int = 1):
         comp = comps.get(name)
         if comp is None or depth > 64:
             return
@@ -124,18 +133,22 @@ def records(hlo: str) -> List[Dict]:
                 dims = _SHAPE.search(full)
                 out.append({"kind": kind, "dtype": dtype, "bytes": max(operand, result),
                             "dims": tuple(int(d) for d in dims.group(2).split(",") if d)
-                            if dims else (), "times": times, "dynamic_trips": dynamic})
+                            if dims else (), "times": times, "dynamic_trips": dynamic,
+                            "loop": loop, "loop_times": inner})
             if op == "while":
                 body = re.search(r"body=%?([\w.\-]+)", rest)
                 cond = re.search(r"condition=%?([\w.\-]+)", rest)
                 known = re.search(r'"known_trip_count":\{"n":"(\d+)"', rest)
                 trips = int(known.group(1)) if known else _trip_count(comps, cond.group(1))
-                visit(body.group(1), times * (trips or 1), dynamic or trips is None, depth + 1)
+                if trips is not None:
+                    visit(body.group(1), times * trips, dynamic, depth + 1, loop, inner * trips)
+                else:
+                    visit(body.group(1), times, True, depth + 1, body.group(1))
             elif op in ("call", "conditional", "async-start"):  # Not fusions, reductions.
                 for callee in re.findall(r"(?:calls|branch_computations|true_computation|"
                                          r"false_computation)=\{?([%\w.\-, ]+)", rest):
                     for c in re.findall(r"[\w.\-]+", callee):
-                        visit(c, times, dynamic, depth + 1)
+                        visit(c, times, dynamic, depth + 1, loop, inner)
 
     visit(entry, 1, False)
     return out
@@ -156,6 +169,26 @@ def collectives(hlo: str) -> List[Dict]:
         if not r["dynamic_trips"]:
             del r["dynamic_trips"]
     return sorted(rows, key=lambda r: -r["bytes"])
+
+
+def dynamic_loop_per_trip(hlo: str) -> List[Dict]:
+    """Per (kind, dtype): the largest bytes one trip of a data-dependent loop moves (over
+    those loops' bodies; e.g. one decode step of the sampler at its full batch, whose loops
+    `collectives` counts once each), [{"kind", "dtype", "bytes", "count"}], largest first.
+    Times the N - 1 decode steps it bounds a rollout's decode traffic."""
+    per = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for r in records(hlo):
+        if r["dynamic_trips"] and r["loop"]:
+            cell = per[r["loop"]][(r["kind"], r["dtype"])]
+            cell[0] += r["bytes"] * r["loop_times"]
+            cell[1] += r["loop_times"]
+    best = {}
+    for cells in per.values():
+        for key, (b, n) in cells.items():
+            if b > best.get(key, (0, 0))[0]:
+                best[key] = (b, n)
+    return sorted(({"kind": k, "dtype": dt, "bytes": b, "count": n}
+                   for (k, dt), (b, n) in best.items()), key=lambda r: -r["bytes"])
 
 
 def compile_partitioned(lowered, compiler_options=None):

@@ -85,6 +85,7 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
          kl_coef: float = 0.001, advantage: str = "grpo", dtype: str = "bfloat16",
          param_dtype: str = "float32", remat: str = "full",
          reference_memory: str = "device", cache_window: Optional[int] = None,
+         decode_rules: str = "",
          scan_unroll: Optional[int] = None, attention: str = "auto", lora_rank: int = 0,
          lora_targets: str = "all", quantize_base: str = "none", reward_model: str = "",
          run: bool = False) -> Dict[str, Any]:
@@ -102,6 +103,8 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
       dtype, param_dtype, remat: `ModelConfig` overrides (compute, storage, remat policy).
       reference_memory: "device" or "pinned_host" (`train.reference`).
       cache_window: the sampler's `SamplingConfig.cache_window` (None: automatic).
+      decode_rules: the run's `sampling.decode_rules` (a rules preset: the RL step decodes
+        in that layout, e.g. "tp"; "": in the training layout).
       scan_unroll: `ModelConfig.scan_unroll` of the run (None: the model's default, 0).
       attention: `ModelConfig.attention`: "pallas_gpu" / "splash" compile the GPU / TPU
         kernel (in Pallas interpret mode on CPU: its block-sized temporaries, not the plain
@@ -119,8 +122,10 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
     fields, `peak_bytes` (arguments + temporaries + outputs not aliased to donated
     arguments), the analytic bytes per device of the parameters (`params_bytes`; with LoRA
     base + adapters), of their trainable part (`trainable_bytes`: the adapters with LoRA),
-    of the optimizer state, the reference and the value model, and `collectives`
-    [{kind, dtype, bytes, count}] per step.
+    of the optimizer state, the reference and the value model, `collectives`
+    [{kind, dtype, bytes, count}] per step (a data-dependent loop, e.g. the decode's,
+    counted once) and `loop_trip_collectives`: one trip's of those loops (the largest, e.g.
+    a decode step at the full batch; `collectives.dynamic_loop_per_trip`).
     """
     import jax
     from rlvr_jax import sharding
@@ -145,7 +150,7 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
     start = time.perf_counter()
     kw = dict(reference_memory=reference_memory, quantize_base=quantize_base)
     if program == "rl_step":
-        lowered = programs.lower_rl_step(mc, mesh, rule_set, work, cache_window,
+        lowered = programs.lower_rl_step(mc, mesh, rule_set, work, cache_window, decode_rules,
                                          reward_config=reward_config, **kw)
     else:
         lowered = programs.lower_update(mc, mesh, rule_set, work, **kw)
@@ -173,13 +178,15 @@ def plan(preset: str, *, rules: str = "fsdp", tensor: int = 1, n_layers: Optiona
             "program": program, "rows": prompts * samples, "prompt_len": prompt_len,
             "new_tokens": new_tokens, "microbatches": microbatches, "kl_coef": kl_coef,
             "advantage": advantage, "dtype": dtype, "param_dtype": param_dtype, "remat": remat,
-            "reference_memory": reference_memory, "attention": attention,
+            "reference_memory": reference_memory, "decode_rules": decode_rules,
+            "attention": attention,
             "lora_rank": lora_rank, "lora_targets": ",".join(mc.lora_targets) if lora_rank
             else "", "quantize_base": quantize_base, "reward_model": reward_model,
             "params": mc.num_params(),
             "trainable_params": lora.num_params(mc) if lora_rank else mc.num_params(),
             "compile_s": round(compile_s, 1), "platform": jax.devices()[0].platform,
-            **out, "collectives": collectives.collectives(hlo)}
+            **out, "collectives": collectives.collectives(hlo),
+            "loop_trip_collectives": collectives.dynamic_loop_per_trip(hlo)}
 
 
 def _reward_config(name: str, program: str, n_layers: Optional[int], **fields):
@@ -252,17 +259,24 @@ def _line(a: float, b: float, da: int, db: int, n: int) -> int:
 
 def extrapolate(shallow: Dict[str, Any], deeper: Dict[str, Any], n_layers: int) -> Dict[str, Any]:
     """Linear per-layer extrapolation of every byte field and every collective (bytes and
-    count by kind and dtype) from two compiled depths."""
+    count by kind and dtype; also one trip's of the data-dependent loops) from two compiled
+    depths."""
     da, db = shallow["n_layers"], deeper["n_layers"]
     out = dict(deeper, n_layers=n_layers, extrapolated_from=[da, db])
     for key, value in deeper.items():
         if key.endswith("_bytes"):
             out[key] = _line(shallow[key], value, da, db, n_layers)
+    for key in ("collectives", "loop_trip_collectives"):
+        out[key] = _extrapolate_rows(shallow.get(key, ()), deeper.get(key, ()), da, db, n_layers)
+    return out
+
+
+def _extrapolate_rows(shallow, deeper, da: int, db: int, n_layers: int):
     rows = {}
     for which, run in ((0, shallow), (1, deeper)):
-        for r in run.get("collectives", ()):
+        for r in run:
             rows.setdefault((r["kind"], r["dtype"]), [None, None])[which] = r
-    out["collectives"] = []
+    out = []
     for (kind, dtype), (a, b) in rows.items():
         a = a or {"bytes": 0, "count": 0}
         b = b or {"bytes": 0, "count": 0}
@@ -271,9 +285,8 @@ def extrapolate(shallow: Dict[str, Any], deeper: Dict[str, Any], n_layers: int) 
                "count": max(0, _line(a["count"], b["count"], da, db, n_layers))}
         if a.get("dynamic_trips") or b.get("dynamic_trips"):
             row["dynamic_trips"] = True
-        out["collectives"].append(row)
-    out["collectives"].sort(key=lambda r: -r["bytes"])
-    return out
+        out.append(row)
+    return sorted(out, key=lambda r: -r["bytes"])
 
 
 def plan_deep(devices: int, n_layers_pair=(2, 4), **kwargs) -> Dict[str, Any]:
@@ -318,7 +331,8 @@ def summary(r: Dict[str, Any]) -> Dict[str, Any]:
             "reward_model": r.get("reward_model", ""),
             "extrapolated_from": r.get("extrapolated_from"),
             "peak_gib_per_device": round(r["peak_bytes"] / GIB, 2), "gib_per_device": parts,
-            "verdicts": verdicts(r["peak_bytes"]), "collectives": r["collectives"]}
+            "verdicts": verdicts(r["peak_bytes"]), "collectives": r["collectives"],
+            "loop_trip_collectives": r.get("loop_trip_collectives", [])}
 
 
 def format_row(r: Dict[str, Any]) -> str:

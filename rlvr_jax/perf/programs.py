@@ -9,7 +9,7 @@ collectives table.
 The state is the one a run builds: float32 parameters and AdamW moments sharded by the
 rules, a reference model (`train.reference`: the compute dtype, on the devices or in host
 memory) when `rl.kl_coef` > 0, a value model for `advantage="gae"`, and optionally a frozen
-reward model scored inside the one-program step. With LoRA
+reward model (its trunk in the compute dtype) scored inside the one-program step. With LoRA
 (`mc.lora_rank` > 0) the policy is a frozen base (stored `quantize_base`: none, int8 or nf4)
 with adapters attached, AdamW's moments are the adapters' only, and there is no reference
 copy (the reference is the base with the adapters off), as `train.build.rl_state` makes it.
@@ -71,7 +71,8 @@ def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="dev
     """(TrainState of sharded ShapeDtypeStructs, its shardings) as `train.build` places it
     (the reference in `reference_memory`: "device" or "pinned_host"; with LoRA none, and the
     optimizer state over the adapters only; with `reward_config` (a `ModelConfig`) a frozen
-    scalar reward model's parameters, sharded by the rules like the policy's)."""
+    scalar reward model's parameters, its trunk in the compute dtype
+    (`reference.frozen_scorer_params`), sharded by the rules like the policy's)."""
     from rlvr_jax import models, sharding
     from rlvr_jax.models import lora, transformer
     from rlvr_jax.models import reward_model as rm_lib
@@ -86,7 +87,9 @@ def abstract_state(mc, mesh, rules, tx, rl, value_tx=None, reference_memory="dev
     value = jax.eval_shape(lambda p: models.init_value_params(
         mc, jax.random.PRNGKey(0), adapters.full_weights(p, mc)),
         params) if rl.needs_value else None
-    rm = None if reward_config is None else rm_lib.reward_param_shapes(reward_config, 1)
+    rm = None if reward_config is None else jax.eval_shape(
+        lambda p: reference.frozen_scorer_params(p, reward_config),
+        rm_lib.reward_param_shapes(reward_config, 1))
     state = jax.eval_shape(lambda p, r, v, w: state_lib.create_train_state(
         p, tx, jax.random.PRNGKey(0), ref_params=r, value_params=v, value_tx=value_tx,
         kl_coef=rl.kl_coef if rl.adaptive_kl else None, reward_params=w),
@@ -140,11 +143,27 @@ def lower_update(mc, mesh, rules, workload: Workload = Workload(), reference_mem
         return fn.lower(state, rollout, _rows(mesh, rules, (b,), jnp.float32))
 
 
+def decode_sampler(mc, mesh, decode_rules, sampling_config):
+    """The `Sampler` of a run with `sampling.decode_rules` = `decode_rules` (a preset name;
+    "": the training layout), as `train.build.build_sampler` makes it: the sampled tree
+    re-laid out by those rules, the rollout's activations constrained by them."""
+    from rlvr_jax import sharding
+    from rlvr_jax.models import lora, transformer
+    from rlvr_jax.sampler import Sampler
+    if not decode_rules:
+        return Sampler(mc, sampling_config)
+    rules, specs = sharding.get_rules(decode_rules), transformer.param_logical_axes(mc)
+    return Sampler(mc, sampling_config, decode_rules=rules,
+                   decode_shardings=lambda p: sharding.logical_to_mesh_sharding(
+                       lora.specs_like(specs, p, mc), mesh, rules, p))
+
+
 def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window=None,
-                  decode_shardings=None, reference_memory="device", quantize_base="none",
+                  decode_rules="", reference_memory="device", quantize_base="none",
                   reward_config=None):
-    """The one-program RL step (`step.make_rl_step`: sample, score, update) lowered; with
-    `reward_config` (a `ModelConfig`) a reward model scores the B sequences inside it."""
+    """The one-program RL step (`step.make_rl_step`: sample, score, update) lowered, decoding
+    in the layout of `decode_rules` (`decode_sampler`); with `reward_config` (a
+    `ModelConfig`) a reward model scores the B sequences inside it."""
     from rlvr_jax import scoring, sharding
     from rlvr_jax.train import state as state_lib
     from rlvr_jax.train import step as step_lib
@@ -164,7 +183,8 @@ def lower_rl_step(mc, mesh, rules, workload: Workload = Workload(), cache_window
     scorer = scoring.token_scorer(
         verifier, rl=rl, max_new_tokens=w.new_tokens, num_samples=w.samples,
         reward_model=None if reward_config is None else scoring.RewardModel(reward_config))
-    fn = step_lib.make_rl_step(mc, w.sampling_config(cache_window), rl, tx, scorer=scorer,
-                               value_tx=value_tx, decode_shardings=decode_shardings)
+    sampler = decode_sampler(mc, mesh, decode_rules, w.sampling_config(cache_window))
+    fn = step_lib.make_rl_step(mc, sampler.sampling_config, rl, tx, scorer=scorer,
+                               sampler=sampler, value_tx=value_tx)
     with sharding.activate(mesh, rules):
         return fn.lower(state, batch)

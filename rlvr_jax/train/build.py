@@ -295,7 +295,9 @@ def build_sampler(config, model_config, tokenizer, placer: Placer, env=None) -> 
             placer.specs_of(params), placer.mesh, rules, params)
     return Sampler(model_config, sampling_config(config, tokenizer), env=env,
                    tokenizer=tokenizer, tool_workers=config.env.num_workers,
-                   decode_shardings=decode_shardings)
+                   decode_shardings=decode_shardings,
+                   decode_rules=sharding.get_rules(config.sampling.decode_rules)
+                   if config.sampling.decode_rules else None)
 
 
 def build_evaluator(config, tokenizer, test_source, verifier: scoring.Verifier,

@@ -8,7 +8,7 @@ Hugging Face `*ForCausalLM` directory). `open_judge` reads no weight; `scoring_m
 reads them born sharded like the policy's (placed by the run's `Placer`).
 """
 from rlvr_jax import scoring
-from rlvr_jax.train import build, frozen
+from rlvr_jax.train import build, frozen, reference
 from rlvr_jax.train import prm as prm_runs
 from rlvr_jax.train.errors import user_input
 
@@ -26,12 +26,19 @@ def scoring_model(config, tokenizer):
 
 def scoring_model_params(config, model, placer, policy_params=None):
     """The parameters of `scoring_model(...)` (None: None), born sharded by `placer` (an
-    implicit PRM's start from `policy_params`)."""
-    if isinstance(model, scoring.Judge):
-        return frozen.lm_params(config.reward.judge_path, model.config, placer)
-    if isinstance(model, (scoring.ProcessRewardModel, scoring.ImplicitPRM)):
+    implicit PRM's start from `policy_params`); a frozen model's in its compute dtype
+    (`reference.frozen_scorer_params`: the same scores, half the bytes in bf16)."""
+    if model is None:
+        return None
+    if isinstance(model, scoring.ImplicitPRM):  # Learned (φ trains): as stored.
         return prm_runs.step_scorer_params(config, model, placer, policy_params)
-    return build.reward_model_params(config, model, placer)
+    if isinstance(model, scoring.Judge):
+        params = frozen.lm_params(config.reward.judge_path, model.config, placer)
+    elif isinstance(model, scoring.ProcessRewardModel):
+        params = prm_runs.step_scorer_params(config, model, placer, policy_params)
+    else:
+        params = build.reward_model_params(config, model, placer)
+    return reference.frozen_scorer_params(params, model.config)
 
 
 def open_judge(config, tokenizer, *, weight: float) -> scoring.Judge:

@@ -1,8 +1,9 @@
-"""The frozen models of an RL step (the KL term's reference; a frozen reward or value model
-takes the same choice): their weights in the compute dtype, on the devices or in host memory.
+"""The frozen models of an RL step (the KL term's reference; a frozen reward model, PRM or
+judge): their weights in the compute dtype, on the devices or (the reference) in host memory.
 
     ref = reference_params(params, model_config)                       # bf16 on the devices
     ref = reference_params(params, model_config, memory="pinned_host") # in host memory
+    rm = frozen_scorer_params(rm_params, rm_config)                    # a frozen scorer, bf16
     ...inside the step: to_device_memory(state.ref_params) for the reference's scoring pass
 
 Why the compute dtype: the forward casts every kernel, bias, embedding and LM head to the
@@ -28,6 +29,22 @@ def compute_dtype_copy(params: Any, dtype: Any) -> Any:
     (`decoding.cast_weights`), never an alias of `params`: the RL step donates its state."""
     cast = decoding.cast_weights(params, dtype)
     return jax.tree.map(lambda w, c: jnp.copy(w) if c is w else c, params, cast)
+
+
+def frozen_scorer_params(params: Any, model_config) -> Any:
+    """A frozen scoring model's parameters as a run holds them: a judge's LM tree, or a reward
+    model's / PRM's {"trunk", "score"} trunk, in `model_config.compute_dtype`
+    (`decoding.cast_weights`: kernels, biases, embedding, LM head), norm scales and the
+    score head [D, K] as stored. The forward casts exactly those leaves to the compute dtype
+    before it uses them, and reads the norm scales and the score head in float32, so the
+    scores are the stored model's (bit for bit where XLA keeps the cast) at half the bytes
+    of a float32 copy in a bf16 model. Not for a learned scorer (the implicit PRM's φ)."""
+    dtype = jnp.dtype(model_config.compute_dtype)
+    if dtype == jnp.dtype(model_config.storage_dtype):
+        return params
+    if isinstance(params, dict) and set(params) == {"trunk", "score"}:
+        return dict(params, trunk=decoding.cast_weights(params["trunk"], dtype))
+    return decoding.cast_weights(params, dtype)
 
 
 def reference_params(params: Any, model_config, memory: Optional[str] = None) -> Any:
