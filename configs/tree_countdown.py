@@ -12,30 +12,16 @@ groups. Scored on the host by `Countdown.verify`.
 
     python scripts/train.py --config configs/tree_countdown.py --workdir runs/tree_countdown
 """
-from rlvr_jax.train.config import default_config
+from rlvr_jax.train.config import countdown_config
 
 
 def get_config():
-    config = default_config(algorithm="grpo")
-    config.data.task = "countdown"
-    config.data.task_kwargs = dict(num_numbers=3, max_number=9, max_target=30,
-                                   ops=("+", "-", "*"), style="steps",
-                                   answer_format="marker")
-    config.data.max_prompt_len = 16   # "3 5 7 -> 22:" plus BOS: at most 14 tokens.
-    config.sampling.max_new_tokens = 32  # Worked steps + "#### (5*3)+7" + EOS: <= 29.
-    config.sft.steps = 500
-    config.sft.batch_size = 64
-    config.rl.steps = 300
-    config.rl.learning_rate = 1e-4
-    config.rl.kl_coef = 0.0           # No reference model: faster on CPU.
+    config = countdown_config(algorithm="grpo")
     config.rl.num_prompts = 20        # Equal decoded tokens (see above).
-    config.rl.num_samples = 8
     config.rl.tree_advantage = "treerl"
     config.rl.advantage_scale = "none"  # TreeRL's advantages are in reward units.
     config.sampling.tree.mode = "depth"
     config.sampling.tree.depths = (1, 6)
     config.sampling.tree.branches = 2
     config.sampling.tree.max_forks = 6
-    config.eval.every = 50
-    config.mesh.num_devices = 1
     return config
