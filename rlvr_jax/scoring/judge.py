@@ -272,9 +272,9 @@ def judge_verdicts(params, rollout, answers=None, *, judge: Judge, group_size: i
     def score(t, m):  # [R, K, L] -> P(yes) [R, K].
         r, k, l = t.shape
         p = scores_in_slices(
-            lambda q, t, m: verdict_probability(judge_logits(q, t, m, config=judge.config),
-                                                judge),
-            params, t.reshape(r * k, l), m.reshape(r * k, l), judge.microbatches)
+            lambda t, m: verdict_probability(judge_logits(params, t, m, config=judge.config),
+                                             judge),
+            t.reshape(r * k, l), m.reshape(r * k, l), judge.microbatches)
         return p.reshape(r, k)
     rows = -(-int(judge.unique_fraction * b) // judge.microbatches) * judge.microbatches
     if not group_size or rows >= b:

@@ -112,8 +112,8 @@ def prm_probs(params, rollout: sampling.Rollout, *, prm: ProcessRewardModel
     (`Rollout`), so its last token sits at column Tp − 1."""
     tokens, attention = rollout.sequences()
     tp = rollout.prompt_tokens.shape[1]
-    s = scores_in_slices(lambda q, t, a: token_scores(q, t, a, config=prm.config)[
-        ..., prm.label], params, tokens, attention, prm.microbatches)
+    s = scores_in_slices(lambda t, a: token_scores(params, t, a, config=prm.config)[
+        ..., prm.label], tokens, attention, prm.microbatches)
     p = jax.nn.sigmoid(s)
     return p[:, tp:], p[:, tp - 1]
 

@@ -67,20 +67,18 @@ def reward_model_scores(params, rollout: sampling.Rollout, *, reward_model: Rewa
     tokens, attention = rollout.sequences()
     rm = reward_model
     return scores_in_slices(
-        lambda p, t, a: reward_forward(p, t, a, config=rm.config)[:, rm.label],
-        params, tokens, attention, rm.microbatches)
+        lambda t, a: reward_forward(params, t, a, config=rm.config)[:, rm.label],
+        tokens, attention, rm.microbatches)
 
 
-def scores_in_slices(score, params, tokens: jax.Array, mask: jax.Array, k: int) -> jax.Array:
-    """[B, ...] float32, no gradient: `score(params, tokens [B/k, T], mask [B/k, T]) ->
-    [B/k, ...]` (one score per row, or per position: a PRM's [B/k, T]) over k equal slices of
-    the B rows in turn (a frozen model's activation memory / k). The parameters are tied to
-    each slice (`optimization_barrier`), so XLA cannot hoist work on them out of the loop
-    (the CPU compiler's f32 copy of bf16 weights would otherwise live through the step)."""
+def scores_in_slices(score, tokens: jax.Array, mask: jax.Array, k: int) -> jax.Array:
+    """[B, ...] float32, no gradient: `score(tokens [B/k, T], mask [B/k, T]) -> [B/k, ...]`
+    (one score per row, or per position: a PRM's [B/k, T]) over k equal slices of the B rows
+    in turn (a frozen model's activation memory / k)."""
     if tokens.shape[0] % k:
         raise ValueError(f"{tokens.shape[0]} sequences do not split into {k} micro-batches")
     split = (tokens.reshape((k, -1) + tokens.shape[1:]), mask.reshape((k, -1) + mask.shape[1:]))
-    out = jax.lax.map(lambda x: score(*jax.lax.optimization_barrier((params,) + x)), split)
+    out = jax.lax.map(lambda x: score(*x), split)
     return jax.lax.stop_gradient(out.reshape((tokens.shape[0],) + out.shape[2:]))
 
 
