@@ -66,9 +66,8 @@ class Sampler:
     def __init__(self, model_config: ModelConfig, sampling_config: sampling.SamplingConfig, *,
                  env=None, tools=None, tokenizer=None, tool_workers: int = 4,
                  decode_shardings=None, decode_rules=None):
-        if env is not None and sampling_config.tree is not None:
-            raise ValueError("tree rollouts (sampling_config.tree) fork single-turn samples "
-                             "only; an environment's episodes do not fork")
+        if env is not None:
+            multiturn.rollout.single_turn_only(sampling_config)
         self.model_config, self.sampling_config = model_config, sampling_config
         self.env, self.decode_shardings, self.decode_rules = env, decode_shardings, decode_rules
         if decode_rules:  # The instance's trace runs under them.

@@ -259,6 +259,12 @@ def test_regroup_parents_keeps_each_parent_in_its_group():
 
 
 def test_episode_samplers_refuse_a_tree(tiny_config):
+    """The Sampler at construction, and the episode functions called directly (device
+    `generate_episodes`, host `play_on_host`: both start with `multiturn.rollout.begin`)."""
+    from rlvr_jax import multiturn
     from rlvr_jax.sampler import Sampler
     with pytest.raises(ValueError, match="episodes do not fork"):
         Sampler(tiny_config, BASE.replace(tree=DEPTH), env=object())
+    with pytest.raises(ValueError, match="episodes do not fork"):
+        multiturn.rollout.begin(None, None, None, None, None, model_config=tiny_config,
+                                sampling_config=BASE.replace(tree=DEPTH), env=None)

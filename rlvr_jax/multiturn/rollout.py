@@ -214,11 +214,19 @@ def _column(t, logits, key, turns, buffers, *, sampling_config, env, host=False)
     return turns, tok, live, buffers
 
 
+def single_turn_only(sampling_config: sampling.SamplingConfig) -> None:
+    """ValueError when `sampling_config` asks for tree rollouts: episodes do not fork."""
+    if sampling_config.tree is not None:
+        raise ValueError("tree rollouts (sampling_config.tree) fork single-turn samples "
+                         "only; an environment's episodes do not fork")
+
+
 def begin(params, prompt_tokens, prompt_mask, answers, rng, *, model_config: ModelConfig,
           sampling_config: sampling.SamplingConfig, env: DeviceEnv, host: bool = False):
     """(prepared params, step key, loop state) after the prefill and column 0; the loop
     state is (t, cache, token fed next [B], live [B], TurnState, buffers). host: the
     environment answers between segments (`advance`)."""
+    single_turn_only(sampling_config)
     sc, n = sampling_config, sampling_config.max_new_tokens
     prepared, cache, first_logits, prompts, turns = _start(
         params, prompt_tokens, prompt_mask, answers, model_config=model_config,
