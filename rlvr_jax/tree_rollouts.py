@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple, Optional, Tuple
 import jax
 import jax.numpy as jnp
 
-from rlvr_jax import live_rows
+from rlvr_jax import live_rows, numerics
 from rlvr_jax.models import decoding
 
 MODES = ("depth", "every", "entropy")
@@ -133,9 +133,7 @@ def entropy(logits, temperature: float, vocab_limit: int = 0) -> jax.Array:
     `vocab_limit` (0: all)."""
     if 0 < vocab_limit < logits.shape[-1]:
         logits = logits[:, :vocab_limit]
-    scaled = logits.astype(jnp.float32) / temperature
-    logp = jax.nn.log_softmax(scaled, axis=-1)
-    return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+    return numerics.entropy(logits.astype(jnp.float32) / temperature)
 
 
 def plan(tree: TreeState, wants: jax.Array, priority: jax.Array, t, tc: TreeConfig, g: int,
