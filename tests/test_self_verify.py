@@ -38,7 +38,7 @@ def test_verification_rows_replace_the_all_equal_groups_and_score_the_verdict():
 
     out, checks, metrics = verify.self_verification(
         first, correct, batch, jax.random.PRNGKey(0), trace=trace, k=2, group_size=g,
-        eos=EOS, pad_id=PAD)
+        pad_id=PAD)
     # The two all-equal groups (1, 2) are replaced; group 0 keeps its solving rows.
     np.testing.assert_array_equal(np.asarray(checks.rows), [0, 0, 1, 1, 1, 1])
     np.testing.assert_array_equal(np.asarray(out.tokens[:2]), tokens[:2])

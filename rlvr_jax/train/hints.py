@@ -129,10 +129,18 @@ def hinted_rollout(rollout: sampling.Rollout, state, batch, rng, *, sampler, sco
     if rl.hint_mode == "off":
         return rollout, {}
     sc = sampler.sampling_config
-    x = scoring.Inputs(rollout, answers=jnp.repeat(batch["answers"], sc.num_samples, axis=0),
-                       group_size=sc.num_samples, reward_params=state.reward_params,
-                       rubric=scoring.Rubric.of_batch(batch, sc.num_samples))
     return with_hints(
-        rollout, scorer.score_device(x, None)[2], batch, jax.random.fold_in(rng, 1), state.step,
+        rollout, first_pass_correct(rollout, state, batch, scorer, sc.num_samples), batch,
+        jax.random.fold_in(rng, 1), state.step,
         trace=lambda b, r: sampler.trace(state.params, b, r)[0], rl=rl,
         group_size=sc.num_samples, pad_id=sc.pad_id)
+
+
+def first_pass_correct(rollout: sampling.Rollout, state, batch, scorer, group_size: int):
+    """[B'] bool: `scorer`'s verdicts of the step's first pass (what picks the groups a
+    second pass rewrites: hints here, self-verification in `train/verify.py`)."""
+    x = scoring.Inputs(rollout, answers=jnp.repeat(batch["answers"], group_size, axis=0),
+                       group_size=group_size, reward_params=state.reward_params,
+                       rubric=scoring.Rubric.of_batch(batch, group_size))
+    return scorer.score_device(x, None)[2]
+

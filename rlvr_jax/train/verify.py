@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax import sampling, scoring
+from rlvr_jax import sampling
 from rlvr_jax.data.tokenizers import single_token
 from rlvr_jax.train import hints
 
@@ -53,15 +53,15 @@ class Verification(NamedTuple):
     reward: jax.Array
 
 
-def verify_prefix(rollout: sampling.Rollout, src, template, eos: int, pad_id: int):
-    """(prefix [K, N] int32, h [K] int32): completion `src` [K] of `rollout` without its stop
-    token, then the template [Lt]: what the verification pass reads after the prompt."""
+def verify_prefix(rollout: sampling.Rollout, template, pad_id: int):
+    """(prefix [B, N] int32, h [B] int32): each completion of `rollout` without its stop
+    token (the last token of a `finished` row), then the template [Lt]: what a
+    verification pass reads after the prompt; h = its length."""
     n = rollout.tokens.shape[1]
-    toks, mask = rollout.tokens[src], rollout.model_mask[src]
-    length = jnp.sum((mask != 0) & (toks != eos), axis=1).astype(jnp.int32)
+    length = (jnp.sum(rollout.model_mask != 0, axis=1) - rollout.finished).astype(jnp.int32)
     j = jnp.arange(n)[None, :]
     at = jnp.clip(j - length[:, None], 0, template.shape[0] - 1)
-    prefix = jnp.where(j < length[:, None], toks, jnp.where(
+    prefix = jnp.where(j < length[:, None], rollout.tokens, jnp.where(
         j < (length + template.shape[0])[:, None], template[at], pad_id))
     return prefix.astype(jnp.int32), length + template.shape[0]
 
@@ -84,7 +84,7 @@ def choose(correct, rng, eligible, *, group_size: int, k: int
 
 
 def self_verification(rollout: sampling.Rollout, correct, batch, rng, *, trace: Callable,
-                      k: int, group_size: int, eos: int, pad_id: int
+                      k: int, group_size: int, pad_id: int
                       ) -> Tuple[sampling.Rollout, Verification, Metrics]:
     """`rollout` with K groups replaced by verification rows (module doc), their
     `Verification` and metrics.
@@ -96,10 +96,9 @@ def self_verification(rollout: sampling.Rollout, correct, batch, rng, *, trace: 
     g = group_size
     template, yes, no = batch["verify_template"][0], batch["verify_verdicts"][0, 0], \
         batch["verify_verdicts"][0, 1]
-    _, h_all = verify_prefix(rollout, jnp.arange(b), template, eos, pad_id)
-    slots, src, filled = choose(correct, jax.random.fold_in(rng, 2), h_all < n,
-                                group_size=g, k=k)
-    prefix, h = verify_prefix(rollout, src, template, eos, pad_id)
+    prefix, h = verify_prefix(rollout, template, pad_id)
+    slots, src, filled = choose(correct, jax.random.fold_in(rng, 2), h < n, group_size=g, k=k)
+    prefix, h = prefix[src], h[src]
     src_prompt = src // g
     ptoks, pmask = hints.hinted_prompts(batch["prompt_tokens"][src_prompt],
                                         batch["prompt_mask"][src_prompt], prefix, h, pad_id)
@@ -145,14 +144,10 @@ def verified_rollout(rollout: sampling.Rollout, state, batch, rng, *, sampler, s
     if not rl.verify_groups:
         return rollout, None, {}
     sc = sampler.sampling_config
-    x = scoring.Inputs(rollout, answers=jnp.repeat(batch["answers"], sc.num_samples, axis=0),
-                       group_size=sc.num_samples, reward_params=state.reward_params,
-                       rubric=scoring.Rubric.of_batch(batch, sc.num_samples))
-    eos = sc.stop_token_ids[0] if sc.stop_token_ids else -1
     return self_verification(
-        rollout, scorer.score_device(x, None)[2], batch, rng,
-        trace=lambda b, r: sampler.trace(state.params, b, r)[0], k=rl.verify_groups,
-        group_size=sc.num_samples, eos=eos, pad_id=sc.pad_id)
+        rollout, hints.first_pass_correct(rollout, state, batch, scorer, sc.num_samples),
+        batch, rng, trace=lambda b, r: sampler.trace(state.params, b, r)[0],
+        k=rl.verify_groups, group_size=sc.num_samples, pad_id=sc.pad_id)
 
 
 def with_verification(rewards, correct, verification):
