@@ -316,8 +316,14 @@ def test_sampled_verdicts_estimate_p_yes(setup, tok):
     rollout, answers, jc, jp = setup
     x = scoring.Inputs(rollout, answers=answers, verdicts=jnp.zeros(P * G), group_size=G,
                        reward_params=jp)
-    p = np.asarray(scoring.judge_scores(jp, rollout, answers, judge=scoring.make_judge(
-        jc, tok, template=TEMPLATE, yes="y", no="n")))
+    plain = scoring.make_judge(jc, tok, template=TEMPLATE, yes="y", no="n")
+    p = np.asarray(scoring.judge_scores(jp, rollout, answers, judge=plain))
+    tokens, att = judge_lib.judge_inputs(plain, rollout, answers)
+    logits = np.asarray(judge_lib.judge_logits(jp, tokens, att, config=jc))
+    # The term's P(yes) (another program) vs this one: σ(l_yes − l_no) of logits within two
+    # forward orders' bound, relative change ≤ |Δ(l_yes − l_no)| (as in the test above).
+    rtol = 2.1 * numerics.reorder_atol(numerics.forward_chain(jc, tokens.shape[1]),
+                                       np.abs(logits).max()) + numerics.ref_atol(2, 1.0, 2)
     for k in (3, 4096):
         judge = scoring.make_judge(jc, tok, template=TEMPLATE, yes="y", no="n", samples=k)
         fn = judge_lib.judge_term(scoring.Setup(None, reward_model=judge), 1.0)
@@ -325,8 +331,14 @@ def test_sampled_verdicts_estimate_p_yes(setup, tok):
         got, metrics = term(rollout)
         got = np.asarray(got)
         np.testing.assert_array_equal(got, np.asarray(term(rollout)[0]))
-        np.testing.assert_allclose(got * k, np.round(got * k), atol=1e-3)  # Multiples of 1/k.
-        np.testing.assert_allclose(np.asarray(metrics["reward/judge"]), p.mean(), rtol=1e-6)
+        # Multiples of 1/k: k zeros and ones sum exactly in float32 (k < 2^24); the mean's
+        # division (or a product with a rounded 1/k: two roundings) moves it by ≤ 2·2^-24
+        # relative, so got·k is within 2k·2^-24 (< 5e-4) of an integer.
+        np.testing.assert_allclose(got * k, np.round(got * k), rtol=0, atol=2 * k * 2.0 ** -24)
+        # The metrics still read P(yes), not the draws: a mean of 16 P's, each within rtol,
+        # plus the 16-term sum's own rounding.
+        np.testing.assert_allclose(np.asarray(metrics["reward/judge"]), p.mean(),
+                                   rtol=rtol + numerics.gamma(P * G))
     assert np.abs(got - p).max() < 5 * 0.5 / np.sqrt(4096)
     with pytest.raises(ValueError, match="samples"):
         scoring.make_judge(jc, tok, template=TEMPLATE, samples=-1)
