@@ -58,17 +58,16 @@ def _key_words(rng):
     return words[0], words[1]
 
 
-def gumbel_noise(rng: jax.Array, shape: Tuple[int, int], rows: Optional[jax.Array] = None
+def uniform_bits(rng: jax.Array, shape: Tuple[int, int], rows: Optional[jax.Array] = None
                  ) -> jax.Array:
-    """[B, K] float32 standard Gumbel noise: Threefry-2x32 (20 rounds) of the counter
-    (row, column) under the key, written out elementwise. `rows` ([B] int32, default
-    0 … B - 1) are the rows' counters: a row keeps its noise when the batch around it is
-    compacted (`sampling.generate` passes the original row ids).
+    """[B, K] float32 uniform draws in [0, 1) with 23 random mantissa bits: Threefry-2x32
+    (20 rounds) of the counter (row, column) under the key, written out elementwise. `rows`
+    ([B] int32, default 0 … B - 1) are the rows' counters: a row keeps its draws when the
+    batch around it is compacted (`sampling.generate` passes the original row ids).
 
-    `jax.random.gumbel` computes the same kind of bits, but its CPU lowering runs the
-    rounds as a loop over [B, K] buffers (~15 bytes moved per element). Written
-    elementwise, XLA fuses noise, perturbation and the argmax into one pass over the
-    logits on every backend, and the noise shards like the logits.
+    `jax.random.uniform` computes the same kind of bits, but its CPU lowering runs the rounds
+    as a loop over [B, K] buffers (~15 bytes moved per element). Written elementwise, XLA
+    fuses the bits into their consumer on every backend, and they shard like the logits.
     """
     k0, k1 = _key_words(rng)
     ks = (k0, k1, k0 ^ k1 ^ jnp.uint32(0x1BD11BDA))
@@ -85,10 +84,15 @@ def gumbel_noise(rng: jax.Array, shape: Tuple[int, int], rows: Optional[jax.Arra
             x1 = x1 ^ x0
         x0 = x0 + ks[(i + 1) % 3]
         x1 = x1 + ks[(i + 2) % 3] + jnp.uint32(i + 1)
-    # 23 random mantissa bits → u in [0, 1); clamp away from 0 so -log(-log(u)) is finite.
-    u = jax.lax.bitcast_convert_type((x0 >> jnp.uint32(9)) | jnp.uint32(0x3F800000),
-                                     jnp.float32) - 1.0
-    u = jnp.maximum(u, jnp.finfo(jnp.float32).tiny)
+    return jax.lax.bitcast_convert_type((x0 >> jnp.uint32(9)) | jnp.uint32(0x3F800000),
+                                        jnp.float32) - 1.0
+
+
+def gumbel_noise(rng: jax.Array, shape: Tuple[int, int], rows: Optional[jax.Array] = None
+                 ) -> jax.Array:
+    """[B, K] float32 standard Gumbel noise -log(-log(u)) of `uniform_bits(rng, shape,
+    rows)`, u clamped away from 0 so the noise is finite."""
+    u = jnp.maximum(uniform_bits(rng, shape, rows), jnp.finfo(jnp.float32).tiny)
     return -jnp.log(-jnp.log(u))
 
 
@@ -110,9 +114,13 @@ def sample_tokens(
 ) -> Tuple[jax.Array, jax.Array]:
     """Samples one token per row and returns its untruncated log-prob.
 
-    Without truncation (and greedy) this is ONE pass over V: Gumbel-max (`gumbel_noise`,
-    no sort) and the log-prob from the same reduction. With top-k it samples among the k
-    largest only; top-p alone needs a sort over V.
+    Without truncation (and greedy) no sort: on GPU / TPU ONE pass over V, Gumbel-max
+    (`gumbel_noise`) with the log-prob from the same reduction (`_argmax_and_logprob`); on
+    CPU, where XLA runs that variadic reduction one element at a time (with the noise:
+    ~1.2 s a step at 256 × 151,936), two vectorised passes: inverse-CDF sampling with one
+    uniform per row (`_inverse_cdf`; greedy: `_first_max`). Same distribution, other
+    draws for the same key. With top-k it samples among the k largest only (Gumbel-max);
+    top-p alone needs a sort over V.
 
     Args:
       logits: [B, V] (any float dtype; statistics are taken in float32).
@@ -126,9 +134,12 @@ def sample_tokens(
       (tokens [B] int32, logprobs [B] float32).
     """
     scaled = logits.astype(jnp.float32) / temperature
+    cpu = jax.default_backend() == "cpu"
     if greedy:
-        return _argmax_and_logprob(scaled, scaled)
+        return _first_max(scaled) if cpu else _argmax_and_logprob(scaled, scaled)
     if top_k <= 0 and top_p >= 1.0:
+        if cpu:
+            return _inverse_cdf(scaled, uniform_bits(rng, (scaled.shape[0], 1), rows)[:, 0])
         return _argmax_and_logprob(scaled, scaled + gumbel_noise(rng, scaled.shape, rows))
     values, ids = truncated_support(scaled, top_k=top_k, top_p=top_p)
     choice = _categorical(rng, values, rows)
@@ -164,3 +175,99 @@ def _argmax_and_logprob(scaled, perturbed):
     m, s, _, tokens, chosen = jax.lax.reduce(
         (scaled, jnp.ones_like(scaled), perturbed, column, scaled), init, combine, (1,))
     return tokens, chosen - (m + jnp.log(s))
+
+
+_CHUNK = 128  # Logits per chunk of the inverse-CDF search (`_inverse_cdf`).
+
+
+def _chunked(scaled):
+    """scaled [B, V] as [B, V / C, C] chunks (C = `_CHUNK`, or V when smaller), padded with
+    -inf logits (probability 0) when C does not divide V."""
+    b, v = scaled.shape
+    c = min(_CHUNK, v)
+    if v % c:
+        scaled = jnp.pad(scaled, ((0, 0), (0, c - v % c)), constant_values=-jnp.inf)
+    return scaled.reshape(b, -1, c)
+
+
+def _rows_at(chunks, j):
+    """chunks [B, N, C] at chunk j [B] int32 -> [B, C]. On one CPU device a loop of dynamic
+    slices (XLA's CPU cost model charges a fused gather as a read of all of `chunks`, the
+    loop the C entries it copies; `decoding._embed` does the same); else a gather, which XLA
+    partitions when the vocabulary is split over devices."""
+    if chunks.shape[1] == 1:
+        return chunks[:, 0]
+    if jax.sharding.get_abstract_mesh().size > 1:
+        return jnp.take_along_axis(chunks, j[:, None, None], axis=1)[:, 0]
+
+    def copy_row(r, out):
+        row = jax.lax.dynamic_slice(chunks, (r, j[r], 0), (1, 1, chunks.shape[2]))
+        return jax.lax.dynamic_update_slice(out, row[:, 0], (r, 0))
+
+    out = jnp.zeros((chunks.shape[0], chunks.shape[2]), chunks.dtype)
+    return jax.lax.fori_loop(0, chunks.shape[0], copy_row, out, unroll=8)
+
+
+def _first(hits):
+    """Index of the first True along the last axis of hits [..., N] (N where none)."""
+    n = hits.shape[-1]
+    idx = jax.lax.broadcasted_iota(jnp.float32, hits.shape, hits.ndim - 1)  # Exact: N < 2**24.
+    return jnp.min(jnp.where(hits, idx, float(n)), axis=-1).astype(jnp.int32)
+
+
+def _last_positive(mass):
+    """Index of the last entry > 0 along the last axis of mass [..., N] (0 if none)."""
+    idx = jax.lax.broadcasted_iota(jnp.float32, mass.shape, mass.ndim - 1)
+    return jnp.max(jnp.where(mass > 0, idx, 0.0), axis=-1).astype(jnp.int32)
+
+
+def _first_past(running, target, mass):
+    """The first position whose running mass [B, N] exceeds target [B], never past the
+    last position with positive mass [B, N] (where float32 rounding would run off the end)."""
+    return jnp.minimum(_first(running > target[:, None]), _last_positive(mass))
+
+
+def _chunk_sums(scaled):
+    """(chunks [B, N, C] (`_chunked`), chunk maxima [B, N], max m [B], chunk masses
+    Σ exp(scaled − m) [B, N]): two plain reductions over V, vectorised on CPU (a full-row
+    sum of exps is not, nor are the variadic reductions argmax and `_argmax_and_logprob`)."""
+    chunks = _chunked(scaled)
+    # Barriers: XLA would merge max(max) and sum(sum) into full-row reductions (one more
+    # pass over V, and a full-row sum of exps runs unvectorised).
+    peaks = jax.lax.optimization_barrier(jnp.max(chunks, axis=-1))
+    m = jnp.max(peaks, axis=-1)
+    return chunks, peaks, m, jax.lax.optimization_barrier(
+        jnp.sum(jnp.exp(chunks - m[:, None, None]), axis=-1))
+
+
+def _inverse_cdf(scaled, u):
+    """(tokens [B] int32, log softmax(scaled) there [B]): token = the first id whose running
+    probability mass exceeds u [B] (uniform in [0, 1)) — a draw from softmax(scaled [B, V]).
+
+    Two passes over V (`_chunk_sums`); the chunk holding u·Σ is found from the chunk masses'
+    running sums ([B, V / C]), its C logits copied out (`_rows_at`) and searched the same
+    way. Float32 sums place the boundaries within γ_V·Σ of their exact values; a token of
+    probability 0 (a -inf or float32-min logit) is never returned.
+    """
+    chunks, _, m, mass = _chunk_sums(scaled)
+    running = jnp.cumsum(mass, axis=-1)
+    total = running[:, -1]
+    target = u * total
+    j = _first_past(running, target, mass)
+    chunk = _rows_at(chunks, j)                                            # [B, C]
+    before = jnp.where(j > 0, jnp.take_along_axis(running, jnp.maximum(j - 1, 0)[:, None],
+                                                  axis=-1)[:, 0], 0.0)
+    inside = jnp.exp(chunk - m[:, None])
+    i = _first_past(before[:, None] + jnp.cumsum(inside, axis=-1), target, inside)
+    chosen = jnp.take_along_axis(chunk, i[:, None], axis=-1)[:, 0]
+    return j * chunks.shape[2] + i, chosen - (m + jnp.log(total))
+
+
+def _first_max(scaled):
+    """(argmax [B] int32, the lowest id on ties as `jnp.argmax`; log softmax(scaled) there
+    [B] = −log Σ exp(scaled − max)) from `_chunk_sums`: the first chunk holding the max, then
+    the first id in it."""
+    chunks, peaks, m, mass = _chunk_sums(scaled)
+    j = _first(peaks == m[:, None])
+    i = _first(_rows_at(chunks, j) == m[:, None])
+    return j * chunks.shape[2] + i, -jnp.log(jnp.sum(mass, axis=-1))
