@@ -6,7 +6,7 @@ the longest one, and a loop over all B rows spends most of its row-steps on fini
 compaction, `sampling.generate` runs its loop at a decreasing sequence of static batch sizes
 (`batch_sizes`): once the live rows fit the next size, it moves them (their KV cache rows,
 their state and their ORIGINAL row ids) into a batch of that size and continues there. The
-row ids keep each row's sampling noise (`token_sampling.gumbel_noise(rows=...)`) and say
+row ids keep each row's sampling noise (`token_sampling.uniform_bits(rows=...)`) and say
 where its tokens go in the [B, N] outputs, so compaction does not change what a row samples.
 
 Each batch size is one more compiled loop body; each move copies the kept rows' cache.

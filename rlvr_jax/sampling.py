@@ -202,7 +202,8 @@ class Rollout:
 # ----------------------------------------------------------------------------- one step
 
 def sample_token(logits, rng, sc: SamplingConfig, rows=None):
-    """(tokens [B], log-probs [B]) from logits [B, V] as `sc` says (rows: `gumbel_noise`'s)."""
+    """(tokens [B], log-probs [B]) from logits [B, V] as `sc` says (rows [B]: the noise's
+    row counters, `token_sampling.uniform_bits`)."""
     if 0 < sc.vocab_limit < logits.shape[-1]:  # Padded ids: never drawn.
         column = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
         logits = jnp.where(column < sc.vocab_limit, logits, jnp.finfo(logits.dtype).min)

@@ -1,8 +1,11 @@
-"""Drawing one token per row from [B, V] logits: top-k / top-p truncation, Gumbel-max
-sampling with its own elementwise Threefry noise, and the sampled token's log-prob.
+"""Drawing one token per row from [B, V] logits: top-k / top-p truncation, the draw, and
+the sampled token's log-prob.
 
-`rlvr_jax.sampling` re-exports the public functions (`sample_tokens`, `filter_logits`,
-`truncated_support`, `gumbel_noise`).
+The draw is Gumbel-max over elementwise Threefry noise (`gumbel_noise`) in one variadic
+reduction on GPU / TPU, and inverse-CDF sampling with one Threefry uniform per row
+(`uniform_bits`) in plain, vectorised reductions on CPU (`_inverse_cdf`): XLA's CPU runs a
+variadic reduction one element at a time. Both draw from softmax(logits / T); for the same
+key they draw different tokens. `sampling.sample_token` is the sampler's entry point.
 """
 from typing import Optional, Tuple
 
