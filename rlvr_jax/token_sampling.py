@@ -131,19 +131,15 @@ def sample_tokens(
       temperature: > 0; the log-prob is log softmax(logits / temperature).
       top_k, top_p: as in `truncated_support` (ignored when greedy).
       greedy: argmax instead of sampling.
-      rows: [B] int32 counters of the rows' noise (`gumbel_noise`); default 0 … B - 1.
+      rows: [B] int32 counters of the rows' noise (`uniform_bits`); default 0 … B - 1.
 
     Returns:
       (tokens [B] int32, logprobs [B] float32).
     """
     scaled = logits.astype(jnp.float32) / temperature
-    cpu = jax.default_backend() == "cpu"
-    if greedy:
-        return _first_max(scaled) if cpu else _argmax_and_logprob(scaled, scaled)
-    if top_k <= 0 and top_p >= 1.0:
-        if cpu:
-            return _inverse_cdf(scaled, uniform_bits(rng, (scaled.shape[0], 1), rows)[:, 0])
-        return _argmax_and_logprob(scaled, scaled + gumbel_noise(rng, scaled.shape, rows))
+    if greedy or (top_k <= 0 and top_p >= 1.0):
+        return _untruncated(scaled, rng, rows, greedy,
+                            vectorised=jax.default_backend() == "cpu")
     values, ids = truncated_support(scaled, top_k=top_k, top_p=top_p)
     choice = _categorical(rng, values, rows)
     tokens = jnp.take_along_axis(ids, choice[:, None], axis=-1)[:, 0]
@@ -151,6 +147,19 @@ def sample_tokens(
     column = jax.lax.broadcasted_iota(jnp.int32, scaled.shape, 1)
     chosen = jnp.sum(jnp.where(column == tokens[:, None], scaled, 0.0), axis=-1)
     return tokens, chosen - jax.nn.logsumexp(scaled, axis=-1)
+
+
+def _untruncated(scaled, rng, rows, greedy: bool, vectorised: bool):
+    """(tokens [B], log-probs [B]) of a greedy or untruncated draw from scaled [B, V]: in
+    plain vectorised reductions (`_first_max`, `_inverse_cdf`: the CPU's choice) or in one
+    variadic reduction over V (`_argmax_and_logprob`, Gumbel-max: GPU / TPU)."""
+    if vectorised:
+        if greedy:
+            return _first_max(scaled)
+        return _inverse_cdf(scaled, uniform_bits(rng, (scaled.shape[0], 1), rows)[:, 0])
+    if greedy:
+        return _argmax_and_logprob(scaled, scaled)
+    return _argmax_and_logprob(scaled, scaled + gumbel_noise(rng, scaled.shape, rows))
 
 
 def _argmax_and_logprob(scaled, perturbed):

@@ -9,6 +9,8 @@ Stability of Numerical Algorithms*, 2nd ed., eq. 4.4 and §3.1); a value compute
 chain of such reductions carries, to first order, the sum of their γ's times the size of the
 terms. Two evaluations in different orders differ by at most twice one evaluation's bound.
 """
+import math
+
 import jax
 import numpy as np
 
@@ -182,3 +184,9 @@ def assert_adam_first_step_close(p_a, p_b, g_a, g_b, *, lr: float, eps: float,
         assert np.all(excess <= 0), (
             f"{int(np.sum(excess > 0))} of {x.size} entries differ by more than Adam's "
             f"first-step bound; worst excess {float(np.max(excess)):.3g}")
+
+
+def chi_square_critical(df, z=3.09):
+    """Wilson–Hilferty approximation of the chi-square quantile (z = 3.09: p = 0.001)."""
+    c = 2.0 / (9.0 * df)
+    return df * (1.0 - c + z * math.sqrt(c)) ** 3

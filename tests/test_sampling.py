@@ -4,7 +4,6 @@ Every `generate` configuration costs one compilation (several seconds on CPU),
 so the model-level tests share a few module-scoped rollouts.
 """
 import json
-import math
 
 import jax
 import jax.numpy as jnp
@@ -308,12 +307,6 @@ def test_filtering_matches_numpy_reference(top_k, top_p):
         np.testing.assert_allclose(filtered[row, idx], HAND_MADE[row, idx], rtol=1e-6)
 
 
-def chi_square_critical(df, z=3.09):
-    """Wilson–Hilferty approximation of the chi-square quantile (z = 3.09: p = 0.001)."""
-    c = 2.0 / (9.0 * df)
-    return df * (1.0 - c + z * math.sqrt(c)) ** 3
-
-
 @pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 1.0), (0.6, 0, 1.0),
                                                      (1.3, 3, 1.0), (1.0, 0, 0.7),
                                                      (0.8, 4, 0.9)])
@@ -335,7 +328,7 @@ def test_sampled_frequencies_match_the_distribution(temperature, top_k, top_p):
     if support.sum() > 1:
         e = expected[support] * draws
         stat = np.sum((counts[support] - e) ** 2 / e)
-        assert stat < chi_square_critical(support.sum() - 1), (stat, counts, e)
+        assert stat < numerics.chi_square_critical(support.sum() - 1), (stat, counts, e)
     # Log-probs are untruncated: log softmax(logits / T) of the drawn token.
     full = scaled - np.log(np.sum(np.exp(scaled)))
     np.testing.assert_allclose(np.asarray(logp), full[tokens], rtol=0,
