@@ -1,6 +1,7 @@
-"""Times the sampler's token draw on [B, V] float32 logits: the one-pass reduction
-(`token_sampling.sample_tokens`) against the previous four passes (`jax.random.categorical`,
-`logsumexp`, a gather). Prints one JSON line per variant.
+"""Times the sampler's token draw on [B, V] float32 logits (temperature 1, no truncation):
+the one-pass Gumbel-max reduction (GPU / TPU's draw), the vectorised inverse-CDF draw (CPU's;
+`token_sampling._untruncated`), each greedy too, and the four passes before either
+(`jax.random.categorical`, `logsumexp`, a gather). Prints one JSON line per variant.
 
     python scripts/sampler_microbench.py --rows 256 --vocab 151936
 """
@@ -30,7 +31,11 @@ def main():
         chosen = jnp.take_along_axis(scaled, tok[:, None], axis=-1)[:, 0]
         return tok, chosen - jax.nn.logsumexp(scaled, axis=-1)
 
-    variants = {"one_pass": jax.jit(lambda l, k: token_sampling.sample_tokens(l, k)),
+    def draw(greedy, vectorised):
+        return jax.jit(lambda l, k: token_sampling._untruncated(l, k, None, greedy, vectorised))
+
+    variants = {"one_pass_gumbel": draw(False, False), "inverse_cdf": draw(False, True),
+                "one_pass_greedy": draw(True, False), "chunked_greedy": draw(True, True),
                 "four_pass": jax.jit(four_pass)}
     logits = jax.random.normal(jax.random.PRNGKey(0), (args.rows, args.vocab)) * 3
     for name, fn in variants.items():

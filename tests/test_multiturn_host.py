@@ -40,14 +40,16 @@ def _assert_same_episodes(a, b, model_config, prompt_len):
 def test_calculator_on_the_host_gives_the_device_episodes(params, model_config, tok):
     """Same seed, same episodes: the device calculator inside the program vs the host one
     between segments. A random policy at T=1.5 closes turns with ']' often enough to call
-    (mostly malformed calls, answered '=?'); a well-formed call is checked on its own."""
+    (mostly malformed calls, answered '=?'): 0-5 calls in these 32 rows by seed; seed 13
+    makes 5 on CPU, so no single draw can leave the comparison without a call. A well-formed
+    call is checked on its own."""
     device = multiturn.Calculator.for_tokenizer(tok, max_turns=3, max_turn_tokens=8)
     host = multiturn.build_env("calculator_host", tok, max_turns=3, max_turn_tokens=8,
                                max_obs_tokens=device.max_obs_tokens,
                                timeout_s=600.0)  # A budget its answers cannot hit.
     prompts, pmask = _prompts(tok, ["12*34=", "7*8=", "100-1=", "5+5="] * 2)
     answers = jnp.zeros((8,), jnp.int32)
-    rng = jax.random.PRNGKey(11)
+    rng = jax.random.PRNGKey(13)
     on_device = multiturn.jit_generate_episodes(params, prompts, pmask, answers, rng,
                                                 model_config=model_config,
                                                 sampling_config=_sc(tok), env=device)
