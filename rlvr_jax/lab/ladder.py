@@ -58,7 +58,8 @@ RUNGS = (
                "(CoT-pass@k)",
          cannot="effects that need the model to learn much within 100 steps (GRPO moves "
                 "pass@1 by about 0.02 here)",
-         findings=("lite_ppo_hard", "rl_vs_base_hard", "ngrpo_hard", "kl_choice")),
+         findings=("lite_ppo_hard", "rl_vs_base_hard", "ngrpo_hard", "kl_choice",
+                   "prolonged_rl")),
     Rung("long", "addition", 3, "tiny", 10, 48, 400, 100,
          shows="completion length: 48 new tokens against worked solutions of 10-20, so a "
                "completion can run on past its answer (drgrpo_length)",
