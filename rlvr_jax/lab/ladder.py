@@ -49,13 +49,14 @@ RUNGS = (
                "pass@1 0.25 leaves room and about 0.3 of the groups of 8 have zero variance "
                "(rl_vs_base, group_size)",
          cannot="large-k effects: the warm-up's pass@64 is already 0.91 (rl_vs_base)",
-         findings=("entropy_8020", "lite_ppo", "ngrpo", "one_example", "breadth_depth",
-                   "spurious_clipping", "rl_vs_base", "nsr_vs_psr")),
+         findings=("rl_vs_base", "nsr_vs_psr", "entropy_8020", "dapo_clip_higher",
+                   "noisy_rewards", "group_size", "lite_ppo", "ngrpo", "process_rewards",
+                   "tree_rollouts", "spurious_clipping", "one_example", "breadth_depth")),
     Rung("hard", "addition", 3, "tiny", 10, 20, 400, 100,
          shows="sparse rewards and large k: the warm-up's pass@1 0.04 and pass@64 0.46, "
-               "mean reward about 0.06 under GRPO, so most groups of 8 are all wrong "
-               "(rl_vs_base_hard, lite_ppo_hard); wrong traces that still reach the answer "
-               "(CoT-pass@k)",
+               "mean reward 0.06-0.08 under GRPO, so most groups of 8 are all wrong "
+               "(rl_vs_base_hard, lite_ppo_hard, ngrpo_hard: zero-variance share 0.75); "
+               "large-k claims (k up to 256)",
          cannot="effects that need the model to learn much within 100 steps (GRPO moves "
                 "pass@1 by about 0.02 here)",
          findings=("lite_ppo_hard", "rl_vs_base_hard", "ngrpo_hard", "kl_choice",
