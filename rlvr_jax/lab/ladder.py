@@ -51,7 +51,8 @@ RUNGS = (
          cannot="large-k effects: the warm-up's pass@64 is already 0.91 (rl_vs_base)",
          findings=("rl_vs_base", "nsr_vs_psr", "entropy_8020", "dapo_clip_higher",
                    "noisy_rewards", "group_size", "lite_ppo", "ngrpo", "process_rewards",
-                   "tree_rollouts", "spurious_clipping", "one_example", "breadth_depth")),
+                   "tree_rollouts", "spurious_clipping", "one_example", "breadth_depth",
+                   "entropy_random20")),
     Rung("hard", "addition", 3, "tiny", 10, 20, 400, 100,
          shows="sparse rewards and large k: the warm-up's pass@1 0.04 and pass@64 0.46, "
                "mean reward 0.06-0.08 under GRPO, so most groups of 8 are all wrong "
