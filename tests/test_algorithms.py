@@ -324,6 +324,22 @@ def test_entropy_8020_keeps_a_fifth_of_the_tokens(tok, params, model_config, rol
     assert np.isfinite(m["train/entropy"])
 
 
+def test_random_token_mask_keeps_the_same_share_of_other_tokens(tok, params, model_config,
+                                                                rollout):
+    """rl.entropy_mask_random (the 80/20 control): the same ⌈0.2·N⌉ tokens per minibatch,
+    chosen by uniform scores instead of entropy, so the update differs from top-20%'s."""
+    rl = rl_config("entropy_8020", entropy_mask_random=True)
+    after, m = _program(rl, tok.vocab_size)(fresh_state(rl, params, model_config), rollout,
+                                            jnp.asarray(REWARDS.reshape(-1)))
+    n_valid = int(LENGTHS.sum())
+    assert float(m["train/entropy_kept_fraction"]) == pytest.approx(
+        np.ceil(0.2 * n_valid) / n_valid)
+    _, _, top_after, _ = _first_update("entropy_8020", tok, params, model_config, rollout)
+    assert _max_change(after.params, top_after.params) > 0.0
+    with pytest.raises(ValueError, match="entropy_mask_random needs"):
+        rl_config("grpo", entropy_mask_random=True)
+
+
 def test_adaptive_kl_coefficient_moves_towards_the_target(tok, params, model_config, rollout):
     rl, before, after, m = _first_update("kl_reward_adaptive", tok, params, model_config,
                                          rollout)

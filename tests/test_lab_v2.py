@@ -251,3 +251,24 @@ def test_run_refuses_a_finding_the_audit_refuses(tmp_path, capsys):
     assert module.main(["audit", "noisy_rewards"]) == 0
     text = capsys.readouterr().out
     assert "refuse: check 4 (pass@1: flip40_corrected − flip40)" in text
+
+
+# ----------------------------------------------------------------------------- the ladder
+
+def test_ladder_rungs_validate_and_findings_name_them():
+    from rlvr_jax.lab import ladder
+    from rlvr_jax.train.validate import validate
+    known = set(lab.names())
+    for r in ladder.RUNGS:
+        config = r.config("grpo")
+        validate(config)
+        assert (config.model.preset, config.data.task_kwargs.max_digits,
+                config.sampling.max_new_tokens) == (r.preset, r.max_digits, r.max_new_tokens)
+        assert set(r.findings) <= known, r.name
+    # The hard and long rungs are the settings of the findings that first used them.
+    for name, finding in (("hard", "lite_ppo_hard"), ("long", "drgrpo_length"),
+                          ("easy", "lite_ppo")):
+        assert ladder.rung(name).config().to_dict() == lab.load(finding).base().to_dict()
+    assert "| hard |" in ladder.table()
+    with pytest.raises(ValueError, match="unknown rung"):
+        ladder.rung("nope")

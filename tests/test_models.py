@@ -36,6 +36,13 @@ def test_published_parameter_counts():
     assert abs(presets.get("llama3.1-8b").num_params() / 1e9 - 8.03) < 0.01
 
 
+def test_lab_preset_sizes():
+    # The lab's two CPU models (lab.ladder): tiny ~82k parameters, small in the issue's
+    # 1-2M range (exact: counted from the shapes, no float arithmetic involved).
+    assert 50_000 < presets.get("tiny").num_params() < 150_000
+    assert 1_000_000 <= presets.get("small").num_params() <= 2_000_000
+
+
 def test_logical_axes_match_params(tiny_config, tiny_params):
     axes = models.param_logical_axes(tiny_config)
     leaves, treedef = jax.tree.flatten(tiny_params)

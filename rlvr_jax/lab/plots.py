@@ -72,17 +72,18 @@ def passk_plot(summary: Dict[str, Any], path: str, reference: str) -> str:
 
 
 def curves_plot(summary: Dict[str, Any], path: str) -> str:
-    """One panel per training metric: mean over seeds per arm, min-max band. Returns path."""
+    """One panel per training metric: mean over seeds per arm, min-max band; a metric no
+    arm logged (e.g. loss/kl when no arm has a KL term) gets no panel. Returns path."""
     plt = _plt()
     keys = sorted({k for runs in summary["curves"].values() for c in runs for k in c
-                   if k != "step"})
+                   if k != "step" and any(v is not None for v in c[k])})
     if not keys:
         return ""
     colour = colours(summary)
     fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 3.8), squeeze=False)
     for ax, key in zip(axes[0], keys):
         for arm, runs in summary["curves"].items():
-            runs = [c for c in runs if c.get(key)]
+            runs = [c for c in runs if c.get(key) and any(v is not None for v in c[key])]
             if not runs:
                 continue
             n = min(len(c[key]) for c in runs)

@@ -1,4 +1,5 @@
-"""Named model shapes: `tiny` for tests and the published Qwen / Llama shapes."""
+"""Named model shapes: `tiny` and `small` for tests and the CPU lab, and the published Qwen /
+Llama shapes."""
 from rlvr_jax.models.config import ModelConfig
 
 _LLAMA31_SCALING = ("llama3", 8.0, 1.0, 4.0, 8192)
@@ -9,6 +10,12 @@ PRESETS = {
     "tiny": ModelConfig(family="qwen2", vocab_size=128, d_model=64, n_layers=2, n_heads=4,
                         n_kv_heads=2, head_dim=16, d_ff=128, qkv_bias=True,
                         tie_embeddings=True, rope_theta=10000.0),
+    # About 1.6M parameters (20x tiny; tests/test_models.py): the lab's rung for tasks the
+    # tiny model cannot learn (e.g. 1-3 digit addition, warm-up pass@1 ~0.04 with tiny), at
+    # several times tiny's cost per step on CPU. Width 192 = 6 heads x 32, 2 KV heads.
+    "small": ModelConfig(family="qwen2", vocab_size=128, d_model=192, n_layers=4, n_heads=6,
+                         n_kv_heads=2, head_dim=32, d_ff=512, qkv_bias=True,
+                         tie_embeddings=True, rope_theta=10000.0),
     "qwen2.5-0.5b": ModelConfig(family="qwen2", vocab_size=151936, d_model=896, n_layers=24,
                                 n_heads=14, n_kv_heads=2, head_dim=64, d_ff=4864,
                                 rope_theta=1e6, qkv_bias=True, tie_embeddings=True),

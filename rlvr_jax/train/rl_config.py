@@ -75,6 +75,9 @@ class RLConfig:
         tokens in the policy loss ("Beyond the 80/20 rule").
       entropy_mask_invert: train on the complement instead: the valid tokens outside
         the top entropy_keep_fraction (0.2: the bottom 80%; the paper's ablation).
+      entropy_mask_random: keep a uniformly random entropy_keep_fraction of each
+        minibatch's valid tokens instead of the highest-entropy ones (the control arm of
+        "Beyond the 80/20 rule": is it the entropy or the sparsity?).
       epochs, minibatches, microbatches: μ passes over the batch, each split
         into optimizer steps, each accumulated over micro-batches.
       dynamic_sampling: keep groups with non-zero reward variance first (DAPO).
@@ -189,6 +192,7 @@ class RLConfig:
     kl_target: float = 0.0
     entropy_keep_fraction: float = 1.0
     entropy_mask_invert: bool = False
+    entropy_mask_random: bool = False
     entropy_coef: float = 0.0
     epochs: int = 1
     microbatches: int = 1
@@ -311,6 +315,9 @@ def _check_ranges(rl: RLConfig) -> None:
     if rl.entropy_mask_invert and rl.entropy_keep_fraction >= 1.0:
         raise ValueError("entropy_mask_invert needs entropy_keep_fraction < 1 (its complement "
                          "is empty at 1)")
+    if rl.entropy_mask_random and rl.entropy_keep_fraction >= 1.0:
+        raise ValueError("entropy_mask_random needs entropy_keep_fraction < 1 (at 1 every "
+                         "token is kept)")
     for name in ("gamma", "lam", "turn_discount", "turn_lambda"):
         if not 0.0 <= getattr(rl, name) <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {getattr(rl, name)}")

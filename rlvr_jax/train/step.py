@@ -208,6 +208,8 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
     """
     b = exp.tokens.shape[0]
     mb_size = b // rl.minibatches
+    if rl.entropy_mask_random and exp.entropy is not None:  # Uniform scores: a random share.
+        exp = exp.replace(entropy=jax.random.uniform(rng, exp.entropy.shape))
     perms = [jax.random.permutation(jax.random.fold_in(rng, e), b) if rl.minibatches > 1
              else jnp.arange(b) for e in range(rl.epochs)]
     order = jnp.stack(perms).reshape(rl.epochs * rl.minibatches, mb_size)
