@@ -498,7 +498,9 @@ def test_decode_step_bytes_stay_near_their_minimum(tiny_config):
     At commit 8fd322f this step moved 1,699,374 bytes (per-layer weight copies out of the
     stacked arrays, transposed K/V copies, a rolled Threefry loop); after issue 18, 776,821
     (minimum 407,808: weights + valid K/V + logits). Fails if it grows past 1.1× that.
-    """
+    Session 15: 801,893 (minimum 409,856), the CPU draw's second pass over the logits and its
+    chunk search (`token_sampling._inverse_cdf`); the same under --xla_cpu_max_isa=AVX2,
+    SSE4_2 and AVX512."""
     from rlvr_jax.perf import decode_cost
     cost = decode_cost.step_cost(tiny_config, prompts=4, samples=2, prompt_len=8,
                                  new_tokens=24, step=8)
