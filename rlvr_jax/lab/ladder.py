@@ -71,10 +71,13 @@ RUNGS = (
     Rung("small_hard", "addition", 3, "small", 10, 20, 400, 100,
          shows="the hard rung with 20x the parameters (the `small` preset, 1.6M): after 60 "
                "warm-up steps greedy pass@1 0.050 against the tiny model's 0.002 "
-               "(docs/findings.md); not yet used by a finding",
-         cannot="5 seeds x 2 arms within 15 minutes on 2 cores: measured 0.36 s per warm-up "
-                "step and 0.88 s per RL step (tiny: 0.03 and 0.09; docs/findings.md): 5+ minutes "
-                "a seed before evaluation"),
+               "(docs/findings.md); effects that need RL to move the policy within 100 steps "
+               "(rl_vs_base_small: its learning gate)",
+         cannot="many arms or 1,000-step arms within a finding's 30 minutes on 2 cores: "
+                "measured on the idle machine 0.175 s per warm-up step, 0.46 s per RL step "
+                "and 20 s per 128 x 256-sample evaluation (tiny, loaded machine: 0.03 s and "
+                "0.09 s a step; docs/findings.md): about 3 minutes a seed for 2 arms",
+         findings=("rl_vs_base_small",)),
 )
 
 # The hard rung's recorded curves, shared by ngrpo_hard and kl_choice so that their identical
