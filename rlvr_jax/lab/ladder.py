@@ -79,7 +79,7 @@ RUNGS = (
                 "under rl_vs_base_small's learning gate of 0.025; many arms or long RL within "
                 "30 minutes on 2 cores (idle machine: 0.175 s per warm-up step, 0.46 s per RL "
                 "step, about 2.5 minutes a seed for 2 arms with 256-sample evaluations)",
-         findings=("rl_vs_base_small",)),
+         findings=("rl_vs_base_small", "rl_vs_base_small_300")),
 )
 
 # The hard rung's recorded curves, shared by ngrpo_hard and kl_choice so that their identical
