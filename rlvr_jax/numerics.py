@@ -66,3 +66,27 @@ def masked_stats(x, mask, prefix=""):
         f"{prefix}min": jnp.where(any_valid, jnp.min(jnp.where(m, x, jnp.inf)), 0.0),
         f"{prefix}max": jnp.where(any_valid, jnp.max(jnp.where(m, x, -jnp.inf)), 0.0),
     }
+
+
+_ROWS_UNROLL = 8  # Rows copied per loop iteration of `copy_rows` (fewer loop iterations).
+
+
+def copies_rows() -> bool:
+    """Whether a lookup of a few rows should be `copy_rows` rather than a gather: on one CPU
+    device. XLA's CPU cost model charges a gather fused into its consumer as a read of the
+    whole table (`rlvr_jax.perf.decode_cost`), a loop of slices for the rows it copies.
+    Elsewhere, and under a multi-device mesh, a gather: a slice at a data-dependent row of a
+    table split over devices would gather the whole table, where XLA partitions a gather."""
+    return jax.default_backend() == "cpu" and jax.sharding.get_abstract_mesh().size <= 1
+
+
+def copy_rows(table, ids):
+    """The rows of table [R, D] at ids [B] int32 -> [B, D] (the values of
+    `jnp.take(table, ids, axis=0)`), copied by a loop of dynamic slices (see `copies_rows`)."""
+    def copy_row(r, out):
+        row = jax.lax.dynamic_slice_in_dim(table, ids[r], 1, axis=0)
+        return jax.lax.dynamic_update_slice_in_dim(out, row, r, axis=0)
+
+    rows = jnp.zeros((ids.shape[0], table.shape[1]), table.dtype)
+    unroll = _ROWS_UNROLL if ids.shape[0] % _ROWS_UNROLL == 0 else 1
+    return jax.lax.fori_loop(0, ids.shape[0], copy_row, rows, unroll=unroll)

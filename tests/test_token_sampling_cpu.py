@@ -1,6 +1,8 @@
 """The CPU draws of `token_sampling.sample_tokens` (`_inverse_cdf`, `_first_max`) against a
 float64 NumPy reference, at vocabularies of several chunks, a padded last chunk,
 probability-0 ids, and a vocabulary split over devices."""
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,13 +72,17 @@ def test_inverse_cdf_draws_the_reference_token(vocab):
 
 
 def test_inverse_cdf_with_the_vocabulary_split_over_devices():
-    """The chunk is gathered (not sliced) under a mesh: the draws of the unsharded call."""
+    """The chunk is gathered (not sliced) under a mesh: the draws of the unsharded call, and
+    the [16, 1024] logits are never all-gathered (each device looks up its own chunks)."""
     scaled = logits_with_holes(16, 1024, seed=5)
     u = np.random.default_rng(2).random(16).astype(np.float32)
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(1, 8), ("data", "tensor"))
     with jax.set_mesh(mesh):
         x = jax.device_put(jnp.asarray(scaled), NamedSharding(mesh, PS(None, "tensor")))
-        tokens, logp = jax.jit(token_sampling._inverse_cdf)(x, jnp.asarray(u))
+        draw = jax.jit(token_sampling._inverse_cdf)
+        tokens, logp = draw(x, jnp.asarray(u))
+        hlo = draw.lower(x, jnp.asarray(u)).compile().as_text()
+    assert not re.search(r"all-gather[^\n]*f32\[16,1024\]", hlo)
     assert_inverse_cdf(np.asarray(tokens), np.asarray(logp), scaled, u.astype(np.float64))
 
 

@@ -31,6 +31,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rlvr_jax import numerics
 from rlvr_jax.models import decode_attention
 from rlvr_jax.models.config import ModelConfig
 
@@ -162,28 +163,14 @@ def _write(cache, new, index):
     return nn.with_logical_constraint(out, decode_attention.CACHE_AXES)
 
 
-_EMBED_UNROLL = 8  # Rows copied per loop iteration (fewer host-side iterations).
-
-
 def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
-    """The rows of table [V, D] at tokens [B, T] -> [B, T, D]. A decode step (T = 1) on CPU
-    copies its B rows in a loop of dynamic slices (same values): XLA's CPU cost model charges
-    a gather fused into its consumer as a read of the whole table (`rlvr_jax.perf.decode_cost`:
-    the whole [V, D] embedding per step), a loop of slices for the rows it reads. Not under a
-    mesh: a slice at a data-dependent row of a vocabulary-split table would gather the whole
-    table, where XLA partitions the gather (a local masked lookup and a sum of [B, D] rows)."""
-    if (tokens.shape[1] != 1 or jax.default_backend() != "cpu"
-            or jax.sharding.get_abstract_mesh().size > 1):
-        return jnp.take(table, tokens, axis=0)
-    ids = tokens[:, 0]
-
-    def copy_row(r, out):
-        row = jax.lax.dynamic_slice_in_dim(table, ids[r], 1, axis=0)
-        return jax.lax.dynamic_update_slice_in_dim(out, row, r, axis=0)
-
-    rows = jnp.zeros((ids.shape[0], table.shape[1]), table.dtype)
-    unroll = _EMBED_UNROLL if ids.shape[0] % _EMBED_UNROLL == 0 else 1
-    return jax.lax.fori_loop(0, ids.shape[0], copy_row, rows, unroll=unroll)[:, None]
+    """The rows of table [V, D] at tokens [B, T] -> [B, T, D]; a decode step (T = 1) on one
+    CPU device copies its B rows (`numerics.copy_rows`: XLA's CPU cost model charges a fused
+    gather as a read of the whole [V, D] table), otherwise a gather (XLA partitions it when
+    the vocabulary is split over devices)."""
+    if tokens.shape[1] == 1 and numerics.copies_rows():
+        return numerics.copy_rows(table, tokens[:, 0])[:, None]
+    return jnp.take(table, tokens, axis=0)
 
 
 def _what_to_attend(segment_ids, kv_mask, index, attention_impl):
