@@ -47,6 +47,7 @@ _jit_sequence_logprobs = jax.jit(sequence_logprobs, static_argnames=("config", "
 _jit_filter_logits = jax.jit(token_sampling.filter_logits, static_argnames=("top_k", "top_p"))
 _jit_sample_tokens = jax.jit(token_sampling.sample_tokens,
                              static_argnames=("temperature", "top_k", "top_p", "greedy"))
+_jit_untruncated = jax.jit(token_sampling._untruncated, static_argnums=(3, 4))
 
 
 def recomputed_logprobs(params, config, rollout, temperature):
@@ -307,15 +308,22 @@ def test_filtering_matches_numpy_reference(top_k, top_p):
         np.testing.assert_allclose(filtered[row, idx], HAND_MADE[row, idx], rtol=1e-6)
 
 
-@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 1.0), (0.6, 0, 1.0),
-                                                     (1.3, 3, 1.0), (1.0, 0, 0.7),
-                                                     (0.8, 4, 0.9)])
-def test_sampled_frequencies_match_the_distribution(temperature, top_k, top_p):
+@pytest.mark.parametrize("temperature,top_k,top_p,one_pass", [
+    (1.0, 0, 1.0, False), (0.6, 0, 1.0, False), (1.3, 3, 1.0, False), (1.0, 0, 0.7, False),
+    (0.8, 4, 0.9, False), (1.0, 0, 1.0, True), (0.6, 0, 1.0, True)])
+def test_sampled_frequencies_match_the_distribution(temperature, top_k, top_p, one_pass):
+    """`sample_tokens` (on CPU, untruncated: the inverse-CDF draw) and, with `one_pass`, the
+    GPU / TPU's one-pass Gumbel-max draw (`token_sampling._untruncated(vectorised=False)`)
+    run here: chi-square of 40,000 draws at p = 0.001, untruncated log-probs."""
     logits = np.array([1.0, 0.2, -0.5, 2.0, 0.0, -1.5], np.float32)
     draws = 40_000
     batch = jnp.broadcast_to(jnp.asarray(logits)[None], (draws, logits.size))
-    tokens, logp = _jit_sample_tokens(batch, jax.random.PRNGKey(11), temperature=temperature,
-                                          top_k=top_k, top_p=top_p)
+    if one_pass:
+        tokens, logp = _jit_untruncated(batch / temperature, jax.random.PRNGKey(11), None,
+                                        False, False)
+    else:
+        tokens, logp = _jit_sample_tokens(batch, jax.random.PRNGKey(11),
+                                          temperature=temperature, top_k=top_k, top_p=top_p)
     tokens = np.asarray(tokens)
     scaled = logits.astype(np.float64) / temperature
     keep = sorted(numpy_keep_set(scaled, top_k, top_p))

@@ -1,6 +1,7 @@
 """The CPU draws of `token_sampling.sample_tokens` (`_inverse_cdf`, `_first_max`) against a
 float64 NumPy reference, at vocabularies of several chunks, a padded last chunk,
-probability-0 ids, and a vocabulary split over devices."""
+probability-0 ids, and a vocabulary split over devices (the frequency tests of both draws are
+`tests/test_sampling.py`'s)."""
 import re
 
 import jax
@@ -14,7 +15,7 @@ from tests import numerics
 from tests.reference import sampling_ref
 
 _inverse_cdf = jax.jit(token_sampling._inverse_cdf)
-_first_max = jax.jit(token_sampling._first_max)
+_untruncated = jax.jit(token_sampling._untruncated, static_argnums=(3, 4))
 
 
 def logits_with_holes(rows, vocab, seed):
@@ -86,44 +87,17 @@ def test_inverse_cdf_with_the_vocabulary_split_over_devices():
     assert_inverse_cdf(np.asarray(tokens), np.asarray(logp), scaled, u.astype(np.float64))
 
 
-def test_first_max_takes_the_lowest_id_of_a_tie_across_chunks():
+@pytest.mark.parametrize("vectorised", [True, False])
+def test_greedy_takes_the_lowest_id_of_a_tie_across_chunks(vectorised):
+    """The CPU's chunked greedy (`_first_max`) and the GPU / TPU's one-pass argmax."""
     scaled = logits_with_holes(8, 300, seed=3)
     scaled[:, [7, 150, 299]] = 20.0   # Ties in chunks 0, 1 and the padded chunk 2.
     scaled[1, 7] = 0.0                # Row 1: the first maximum is in chunk 1.
     scaled[2, [7, 150]] = 0.0         # Row 2: only the padded chunk holds it.
-    tokens, logp = _first_max(jnp.asarray(scaled))
+    tokens, logp = _untruncated(jnp.asarray(scaled), jax.random.PRNGKey(0), None, True,
+                                vectorised)
     np.testing.assert_array_equal(tokens, np.argmax(scaled, axis=-1))
     s = np.where(np.isfinite(scaled), scaled, -np.inf).astype(np.float64)
     ref = -np.log(np.sum(np.exp(s - s.max(-1, keepdims=True)), -1))
     np.testing.assert_allclose(logp, ref, rtol=0,
                                atol=numerics.log_softmax_atol(np.where(np.isfinite(s), s, 0)))
-
-
-@pytest.mark.parametrize("vectorised", [True, False])
-@pytest.mark.parametrize("temperature", [1.0, 0.6])
-def test_both_draws_follow_the_distribution(vectorised, temperature):
-    """The CPU's draw and the GPU / TPU one-pass Gumbel-max (`_untruncated`), both run here:
-    chi-square of 40,000 draws at p = 0.001 and the log-probs of the drawn tokens."""
-    logits = np.array([1.0, 0.2, -0.5, 2.0, 0.0, -1.5], np.float32)
-    draws = 40_000
-    batch = jnp.broadcast_to(jnp.asarray(logits / temperature)[None], (draws, logits.size))
-    tokens, logp = jax.jit(token_sampling._untruncated, static_argnums=(3, 4))(
-        batch, jax.random.PRNGKey(11), None, False, vectorised)
-    tokens = np.asarray(tokens)
-    scaled = logits.astype(np.float64) / temperature
-    expected = np.exp(scaled - scaled.max())
-    expected /= expected.sum()
-    stat = np.sum((np.bincount(tokens, minlength=6) - expected * draws) ** 2 / (expected * draws))
-    assert stat < numerics.chi_square_critical(5), stat
-    full = scaled - np.log(np.sum(np.exp(scaled)))
-    np.testing.assert_allclose(np.asarray(logp), full[tokens], rtol=0,
-                               atol=numerics.log_softmax_atol(scaled))
-
-
-@pytest.mark.parametrize("vectorised", [True, False])
-def test_both_greedy_paths_take_the_first_argmax(vectorised):
-    scaled = logits_with_holes(8, 300, seed=4)
-    scaled[:, [7, 150, 299]] = 20.0
-    tokens, _ = jax.jit(token_sampling._untruncated, static_argnums=(3, 4))(
-        jnp.asarray(scaled), jax.random.PRNGKey(0), None, True, vectorised)
-    np.testing.assert_array_equal(tokens, np.argmax(scaled, axis=-1))
