@@ -122,7 +122,7 @@ def sample_tokens(
     Without truncation (and greedy) no sort: on GPU / TPU ONE pass over V, Gumbel-max
     (`gumbel_noise`) with the log-prob from the same reduction (`_argmax_and_logprob`); on
     CPU, where XLA runs that variadic reduction one element at a time (with the noise:
-    0.65 s a step at 256 × 151,936), two vectorised passes: inverse-CDF sampling with one
+    0.69 s a step at 256 × 151,936), two vectorised passes: inverse-CDF sampling with one
     uniform per row (`_inverse_cdf`; greedy: `_first_max`). Same distribution, other
     draws for the same key. With top-k it samples among the k largest only (Gumbel-max);
     top-p alone needs a sort over V.
