@@ -113,15 +113,7 @@ def live_first(done: jax.Array, size: int) -> jax.Array:
     return jnp.argsort(done.astype(jnp.int32), stable=True)[:size].astype(jnp.int32)
 
 
-def take_rows(cache, index: jax.Array):
-    """The `decoding` cache's rows at index [b'] (k, v: [b, Hkv, S, Dh] -> [b', Hkv, S, Dh];
-    mask [b, S] -> [b', S]; the shared slot index unchanged)."""
-    take = lambda x: jnp.take(x, index, axis=0)  # noqa: E731
-    return {"k": tuple(take(x) for x in cache["k"]), "v": tuple(take(x) for x in cache["v"]),
-            "mask": take(cache["mask"]), "index": cache["index"]}
-
-
-def decode(step, state, phases, sizes: Tuple[int, ...], repeats: int):
+def decode(step, state, phases, sizes: Tuple[int, ...], repeats: int, share: bool = False):
     """Runs `sampling.generate`'s decode loop and returns [B, ...] (tokens, logprobs, mask,
     done, decode steps) by original row id.
 
@@ -130,11 +122,12 @@ def decode(step, state, phases, sizes: Tuple[int, ...], repeats: int):
       state: the initial `DecodeState` (`sampling.first_state`), its cache the prefill's
         (P rows).
       phases: ((cache slots, steps limit), ...): the cache phases at all B rows; the cache
-        is repeated `repeats` (G) times along the batch entering the first.
+        is repeated `repeats` (G) times along the batch entering the first (or shared:
+        `share`, `decoding.resize_cache`).
       sizes: `batch_sizes(B, ratio)`; after the phases, one loop per smaller size.
     """
     for i, (slots, limit) in enumerate(phases):
-        grown = decoding.resize_cache(state.cache, slots, repeats=repeats if i == 0 else 1)
+        grown = decoding.resize_cache(state.cache, slots, repeats if i == 0 else 1, share)
         state = run(step, state._replace(cache=grown), limit, sizes)
     return compact(step, state, sizes)
 
@@ -161,10 +154,11 @@ def compact(step, state: DecodeState, sizes: Tuple[int, ...]):
     return out
 
 
-def take_state_rows(state: DecodeState, index) -> DecodeState:
-    """The decode state's rows at index [b'] (the step counter unchanged)."""
+def take_state_rows(state: DecodeState, index, same_groups: bool = False) -> DecodeState:
+    """The decode state's rows at index [b'] (the step counter unchanged); same_groups:
+    every row is taken from its own prompt's rows (`decoding.take_rows`)."""
     take = lambda x: None if x is None else jnp.take(x, index, axis=0)  # noqa: E731
-    return DecodeState(state.t, take_rows(state.cache, index),
+    return DecodeState(state.t, decoding.take_rows(state.cache, index, same_groups),
                        *(take(x) for x in state[2:]))
 
 

@@ -16,7 +16,7 @@ How it runs:
      into a cache of Tp slots; the first new token is sampled from the hidden state of each
      prompt's last real token.
   2. The cache is repeated G times along the batch (row `p * G + g` is sample g of prompt
-     p), so no prompt is prefilled G times, and padded with empty slots up to `Tp + N - 1`.
+     p), or shared (`share_prompt_kv`), and padded with empty slots up to `Tp + N - 1`.
   3. Decode: a `lax.while_loop` feeds one token per row per step and stops when every row
      has produced a stop token or N tokens. Finished rows are fed `pad_id`, masked out of
      attention. From 128 new tokens on (or with `cache_window > 0`) it runs in phases over
@@ -87,7 +87,10 @@ class SamplingConfig:
         None (default: `decode_attention.default_impl`, "plain" on CPU).
       tree: a `tree_rollouts.TreeConfig`: rows fork into spare rows of their prompt inside
         the decode loop (G rows stay the leaves; compaction once no row can fork any more);
-        None (default): G independent samples."""
+        None (default): G independent samples.
+      share_prompt_kv: a prompt's KV cache is kept once for its G rows, not copied G times
+        (`models.decoding`; read once per group by each decode step). Off by default: it
+        does not pay on CPU (docs/performance.md, issue 52); unmeasured on GPUs."""
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -103,6 +106,7 @@ class SamplingConfig:
     compact_ratio: Optional[float] = None
     attention_impl: Optional[str] = None
     tree: Optional[tree_rollouts.TreeConfig] = None
+    share_prompt_kv: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
@@ -409,7 +413,7 @@ def generate(
     prompt_tokens = prompt_tokens.astype(jnp.int32)
     prompt_mask = (prompt_mask != 0).astype(jnp.int32)
     # 1. Prefill the P prompts once into a cache of exactly Tp slots (the decode loop
-    #    repeats it G times, row p * G + g, and grows it).
+    #    repeats or shares it among the G rows p * G + g, and grows it).
     prepared, cache, first_logits = prefill(params, prompt_tokens, prompt_mask, model_config=mc,
                                             sampling_config=sc)
     first_key, step_key = jax.random.split(rng, 2)
@@ -460,7 +464,8 @@ def _decode(prepared, state, step_key, tp: int, mc: ModelConfig, sc: SamplingCon
     sizes = live_rows.sizes_of(state.done.shape[0], sc)
     if sc.tree is not None:
         return tree_rollouts.decode(feed, emit, state, phases, sizes, sc)
-    return live_rows.decode(lambda st: emit(*feed(st)), state, phases, sizes, sc.num_samples), {}
+    return live_rows.decode(lambda st: emit(*feed(st)), state, phases, sizes, sc.num_samples,
+                            sc.share_prompt_kv), {}
 
 
 jit_generate = jax.jit(generate, static_argnames=("model_config", "sampling_config"))

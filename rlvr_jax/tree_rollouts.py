@@ -185,7 +185,8 @@ def tree_step(feed: Callable, emit: Callable, tc: TreeConfig, sc, carry):
 
     def copy(args):
         st, lg = args
-        moved = live_rows.take_state_rows(st, index)._replace(rows=st.rows)  # Own noise.
+        # Within the prompt (its prefix stays shared); each row keeps its own noise.
+        moved = live_rows.take_state_rows(st, index, same_groups=True)._replace(rows=st.rows)
         return moved, jnp.take(lg, index, axis=0)
 
     state, logits = jax.lax.cond(jnp.any(claim), copy, lambda args: args, (state, logits))
@@ -212,7 +213,7 @@ def decode(feed: Callable, emit: Callable, state: live_rows.DecodeState, phases,
     plain = lambda st: emit(*feed(st))  # noqa: E731
     first = 1  # The phase's first step.
     for i, (slots, limit) in enumerate(phases):
-        grown = decoding.resize_cache(state.cache, slots, repeats=g if i == 0 else 1)
+        grown = decoding.resize_cache(state.cache, slots, g if i == 0 else 1, sc.share_prompt_kv)
         state = state._replace(cache=grown)
         if first < until:
             state, tree = jax.lax.while_loop(

@@ -475,16 +475,18 @@ def test_rollout_is_a_pytree():
     assert tokens.shape == (b, tp + n) and mask.shape == (b, tp + n)
 
 
-@pytest.mark.parametrize("window", [0, 3])
+@pytest.mark.parametrize("window,share", [(0, False), (3, False), (3, True)])
 def test_batch_sharded_over_a_mesh_gives_the_same_rollout(tiny_params, tiny_config,
-                                                          greedy_rollout, greedy_config, window):
+                                                          greedy_rollout, greedy_config, window,
+                                                          share):
     """Prompts sharded over a 3-device data axis (the caller's shardings), params replicated;
-    one phase, and phases whose cache copies run on the sharded batch."""
+    one phase, and phases whose cache copies run on the sharded batch (with the prompts' KV
+    copied to their rows, or shared: `share_prompt_kv`)."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as PS
     mesh = Mesh(np.array(jax.devices()[:3]), ("data",))
     batch = NamedSharding(mesh, PS("data"))
     replicated = NamedSharding(mesh, PS())
-    sc = greedy_config.replace(cache_window=window)
+    sc = greedy_config.replace(cache_window=window, share_prompt_kv=share)
     run = jax.jit(
         lambda p, t, m, r: sampling.generate(p, t, m, r, model_config=tiny_config,
                                              sampling_config=sc),

@@ -26,11 +26,17 @@ over the cache's batch and KV-head axes).
 
     out = decode_attention(q, k, v, mask, start, end, config, impl="pallas", interpret=True)
 
+A shared prefix (`Prefix`: the sampler's prompt KV, one copy per prompt for its G samples,
+`decoding.resize_cache`) is a second set of slots attended with the row's own: each path
+computes the prefix's part with a group's B/Pp rows' queries as one batch of its dots (the
+prefix K/V read once per group, not once per row) and the rows' part, then combines their
+unnormalised softmax sums (`_combine`, flash-decoding's combine of split chunks).
+
 `default_impl`: "plain" on CPU, the kernel on GPUs (`KERNEL_ON_GPU`), "grouped"
 elsewhere (docs/performance.md, issue 52, has its GPU checks: scripts/gpu_52.sh).
 """
 import functools
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import flax.linen as nn
 import jax
@@ -77,10 +83,22 @@ def check_impl(impl: Optional[str]) -> None:
         raise ValueError(f"attention_impl must be None or one of {IMPLS}, got {impl!r}")
 
 
+class Prefix(NamedTuple):
+    """Slots shared by groups of consecutive rows (a prompt's KV, read once for its G
+    samples): k, v [Pp, Hkv, Sp, Dh]; mask [Pp, Sp] (nonzero: a real token); start [Pp]
+    int32, the first real slot. Row b's group is b // (B / Pp); all Sp slots are written."""
+    k: jax.Array
+    v: jax.Array
+    mask: jax.Array
+    start: jax.Array
+
+
 def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig, *,
-                     impl: Optional[str] = None, block: int = 64, warps: int = 4,
-                     splits: Optional[int] = None, interpret: bool = False):
-    """Attention of one new token per row over its valid cache slots.
+                     prefix: Optional[Prefix] = None, impl: Optional[str] = None,
+                     block: int = 64, warps: int = 4, splits: Optional[int] = None,
+                     interpret: bool = False):
+    """Attention of one new token per row over its valid cache slots (and its group's
+    `prefix`, if given: one softmax over both).
 
     Args:
       q: [B, H, Dh] queries (RoPE applied).
@@ -89,7 +107,10 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
       start: [B] int32, the row's first valid slot; end: int32 scalar, one past the last
         written slot (slots >= end are never read).
       config: the model's config (heads, head_dim, compute dtype).
-      impl: one of `IMPLS`, or None (`default_impl()`).
+      prefix: a `Prefix` of Pp groups (Pp divides B), attended before the row's own slots;
+        its K/V are read once per group (the group's queries are one batch of the dots).
+      impl: one of `IMPLS`, or None (`default_impl()`); with a prefix, "grouped" runs the
+        plain path's math (there is no training-forward equivalent of a shared prefix).
       block: slots per kernel block (a power of two; capped at S).
       warps: Triton warps per kernel program (GPU).
       splits: kernel programs per (row, KV head), each over a chunk of whole blocks (None:
@@ -105,9 +126,19 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
             raise ValueError(f"decode_attention: block must be a power of two, got {block}")
         kernel = functools.partial(_pallas, cfg=config, block=block, warps=warps,
                                    splits=splits, interpret=interpret or impl == "interpret")
-        return _per_device(kernel, q, k_cache, v_cache, mask, start, end)
+        parts = _per_device(kernel, q, k_cache, v_cache, mask, start, end)
+        if prefix is not None:
+            shared = _per_device(kernel, _group_queries(q, prefix), prefix.k, prefix.v,
+                                 prefix.mask, prefix.start, prefix.mask.shape[1])
+            parts = _with_prefix_parts(parts, shared, q.shape[0])
+        return _combine(parts, config.compute_dtype)
     slots = jnp.arange(k_cache.shape[2], dtype=jnp.int32)[None]
     valid = (mask != 0) & (slots >= start[:, None]) & (slots < end)
+    if prefix is not None:
+        parts = _plain_parts(q, k_cache, v_cache, valid, config)
+        shared = _plain_parts(_group_queries(q, prefix), prefix.k, prefix.v,
+                              prefix.mask != 0, config)
+        return _combine(_with_prefix_parts(parts, shared, q.shape[0]), config.compute_dtype)
     if impl == "plain":
         return plain(q, k_cache, v_cache, valid, config)
     from rlvr_jax.models import transformer
@@ -116,10 +147,53 @@ def decode_attention(q, k_cache, v_cache, mask, start, end, config: ModelConfig,
     return out[:, 0]
 
 
+def _group_queries(q, prefix: Prefix):
+    """q [B, H, Dh] as its Pp groups' queries [Pp, Hkv · (B/Pp) · G, Dh]: KV head n of group
+    p serves the G query heads of each of the group's B/Pp rows (one batch of the dots)."""
+    b, h, dh = q.shape
+    pp, hkv = prefix.k.shape[:2]
+    x = q.reshape(pp, b // pp, hkv, h // hkv, dh).transpose(0, 2, 1, 3, 4)
+    return x.reshape(pp, hkv * (b // pp) * (h // hkv), dh)
+
+
+def _with_prefix_parts(parts, shared, b: int):
+    """The row parts (each [B, Hkv, splits, G, ...]) and the prefix's ([Pp, Hkv, splits',
+    (B/Pp)·G, ...]) as one set of parts [B, Hkv, splits + splits', G, ...]."""
+    def to_rows(x):
+        pp, hkv, sp, m, w = x.shape
+        g = m // (b // pp)
+        x = x.reshape(pp, hkv, sp, b // pp, g, w).transpose(0, 3, 1, 2, 4, 5)
+        return x.reshape(b, hkv, sp, g, w)
+    return tuple(jnp.concatenate([x, to_rows(y)], axis=2) for x, y in zip(parts, shared))
+
+
+def _combine(parts, dtype):
+    """Softmax-weighted sums over several chunks of slots -> [B, H, Dh] in `dtype`.
+
+    parts: (acc [B, Hkv, C, G, Dh], top [B, Hkv, C, G, 1], total [B, Hkv, C, G, 1]) float32,
+    each chunk's unnormalised output, running max and sum. A chunk weighs exp(top - max over
+    chunks) (0 for a chunk with no valid slot unless no chunk has one: then the output is 0)."""
+    acc, top, total = parts
+    weight = jnp.exp(top - jnp.max(top, axis=2, keepdims=True))
+    out = (jnp.sum(weight * acc, axis=2)
+           / jnp.maximum(jnp.sum(weight * total, axis=2), 1e-30))  # [B, Hkv, G, Dh]
+    b, hkv, g, dh = out.shape
+    return out.astype(dtype).reshape(b, hkv * g, dh)
+
+
 def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
     """The "plain" decode attention: q [B, H, Dh] over k/v [B, Hkv, S, Dh] where valid
     [B, S] (bool); returns [B, H, Dh] in the compute dtype. Rows with no valid slot get a
     uniform average (as `transformer.grouped_attention`)."""
+    acc, _, total = _plain_parts(q, k_cache, v_cache, valid, cfg)
+    b, h, dh = q.shape
+    return (acc[:, :, 0] / total[:, :, 0]).astype(cfg.compute_dtype).reshape(b, h, dh)
+
+
+def _plain_parts(q, k_cache, v_cache, valid, cfg: ModelConfig):
+    """The plain path's softmax over all S slots as one chunk (`_combine`'s parts): q
+    [n, H', Dh] (H' = Hkv · G' query heads) over k/v [n, Hkv, S, Dh] where valid [n, S] ->
+    (acc [n, Hkv, 1, G', Dh], top [n, Hkv, 1, G', 1], total [n, Hkv, 1, G', 1]) float32."""
     dt = cfg.compute_dtype
     b, h, dh = q.shape
     hkv = k_cache.shape[1]
@@ -140,11 +214,12 @@ def plain(q, k_cache, v_cache, valid, cfg: ModelConfig):
     total = jnp.sum(weights, axis=2)  # [B, Hkv, G]
     out = jnp.einsum("bnsg,bnsk->bngk", weights.astype(dt), v_cache.astype(dt),
                      preferred_element_type=jnp.float32)
-    return (out / total[..., None]).astype(dt).reshape(b, h, dh)
+    return out[:, :, None], jnp.swapaxes(top, 2, 3)[:, :, None, :, 0:1], total[:, :, None, :, None]
 
 
 def _per_device(fn, q, k_cache, v_cache, mask, start, end):
-    """fn(q [b, h, Dh], k, v [b, hkv, S, Dh], mask [b, S], start [b], end) on each device's
+    """fn(q [b, h, Dh], k, v [b, hkv, S, Dh], mask [b, S], start [b], end) -> arrays [b, hkv,
+    ...] (`_pallas`' parts) on each device's
     rows and KV heads, split as the cache's logical axes (`CACHE_AXES`) split them under the
     mesh and rules of the enclosing `sharding.activate` (XLA's SPMD partitioner does not
     split a Pallas call: it would gather the whole cache onto every device); on the whole
@@ -160,7 +235,7 @@ def _per_device(fn, q, k_cache, v_cache, mask, start, end):
     cache = P(rows, heads, None, None)  # A program reads whole slot ranges and head vectors.
     return jax.shard_map(fn, in_specs=(P(rows, heads, None), cache, cache, P(rows, None),
                                        P(rows), P()),
-                         out_specs=P(rows, heads, None), check_vma=False)(
+                         out_specs=P(rows, heads), check_vma=False)(
         q, k_cache, v_cache, mask, start, jnp.asarray(end, jnp.int32))
 
 
@@ -169,8 +244,9 @@ def _pallas(q, k_cache, v_cache, mask, start, end, *, cfg, block, warps, splits,
     a power of two >= 16 (Triton tensors are powers of two; its dots take >= 16 rows),
     blocks of a power-of-two number of slots; per-row start and end as scalars. The slots
     are cut into `splits` chunks of whole blocks, one program each (flash-decoding's split
-    K: more programs than the B · Hkv (row, KV head) pairs alone); their partial softmax
-    sums are combined here."""
+    K: more programs than the B · Hkv (row, KV head) pairs alone). Returns their parts
+    (acc [B, Hkv, splits, G, Dh], top and total [B, Hkv, splits, G, 1], float32) for
+    `_combine`."""
     b, h, dh = q.shape
     hkv, s = k_cache.shape[1], k_cache.shape[2]
     g, dt = h // hkv, cfg.compute_dtype
@@ -202,12 +278,7 @@ def _pallas(q, k_cache, v_cache, mask, start, end, *, cfg, block, warps, splits,
         compiler_params=plt.CompilerParams(num_warps=warps, num_stages=2),  # Triton, on GPU.
         interpret=interpret, name="decode_attention",
     )(start.astype(jnp.int32), ends, qg, k_cache, v_cache, mask.astype(jnp.int32))
-    # Chunks by their share of the row's softmax sum: exp(m_j - max_j m_j) (0 for a chunk with
-    # no valid slot unless no chunk has one: then the output is 0).
-    weight = jnp.exp(top - jnp.max(top, axis=2, keepdims=True))
-    out = (jnp.sum(weight * acc, axis=2)
-           / jnp.maximum(jnp.sum(weight * total, axis=2), 1e-30))  # [B, Hkv, Gp, Dh]
-    return out[:, :, :g].astype(dt).reshape(b, h, dh)
+    return acc[:, :, :, :g], top[:, :, :, :g], total[:, :, :, :g]
 
 
 def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, mask_ref, acc_ref, top_ref, total_ref, *,

@@ -24,6 +24,14 @@ Cache: `{"k": (L × [B, Hkv, S, Dh]), "v": (same), "mask": [B, S] int32 (1 where
 token was written), "index": int32 scalar (next slot to write, shared by all rows)}`. A call
 writes its T new tokens at slots `[index, index + T)` (one in-place `dynamic_update_slice`
 per layer and K/V) and attends over the whole cache, causally by slot.
+
+A cache may hold a shared prefix (`SamplingConfig.share_prompt_kv`): `resize_cache(
+prefill_cache, size, repeats=G, share=True)` keeps the P prompts' K/V once, as `"prefix":
+{"k", "v": (L × [P, Hkv, Tp, Dh]), "mask": [P, Tp]}`, and gives the B = P·G rows slots of
+their own for the new tokens only (slot 0: the first completion token's). Row b attends to
+prompt b // G's prefix and its own slots (`decode_attention.Prefix`): a decode step reads
+each prompt's K/V once, not G times, and no prompt is copied G times. Such a cache takes
+one token per row per call; `take_rows` gives rows moved out of their group their own copy.
 """
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
@@ -108,21 +116,59 @@ def init_cache(config: ModelConfig, batch: int, max_len: int, dtype=None) -> Cac
             "mask": jnp.zeros((batch, max_len), jnp.int32), "index": jnp.zeros((), jnp.int32)}
 
 
-def resize_cache(cache: Cache, size: int, repeats: int = 1) -> Cache:
-    """Repeats every row `repeats` times (row r → rows r·G … r·G + G − 1) and pads the
-    slot axis with empty slots up to `size`. k, v: [B, Hkv, S, Dh] → [B·G, Hkv, size, Dh]."""
-    extra = size - cache["mask"].shape[1]
-    if extra < 0:
-        raise ValueError(f"cannot shrink a cache of {cache['mask'].shape[1]} slots to {size}")
+def prefix_slots(cache: Cache) -> int:
+    """The slots of the cache's shared prefix (0 without one)."""
+    return cache["prefix"]["mask"].shape[1] if "prefix" in cache else 0
 
-    def kv(x):
+
+def resize_cache(cache: Cache, size: int, repeats: int = 1, share: bool = False) -> Cache:
+    """The cache's rows repeated `repeats` times (row r -> rows r·G … r·G + G − 1) and grown
+    to `size` slots in all (a shared prefix's included) by empty slots.
+
+    share (with repeats = G > 1): the P rows (every slot written: a prefill's cache) become
+    the shared prefix of the B = P·G rows, nothing copied, and the rows get `size - S` empty
+    slots of their own, the slot index 0: k, v [P, Hkv, S, Dh] -> prefix [P, Hkv, S, Dh] +
+    rows [P·G, Hkv, size - S, Dh]. Otherwise k, v [P, Hkv, S, Dh] -> [P·G, Hkv, size, Dh]."""
+    slots = prefix_slots(cache) + cache["mask"].shape[1]
+    if size < slots + (repeats > 1 and share):
+        raise ValueError(f"cannot shrink a cache of {slots} slots to {size}")
+    if repeats > 1 and "prefix" in cache:
+        raise ValueError("the rows of a cache with a shared prefix cannot be repeated")
+    if repeats > 1 and share:
+        empty = init_cache_like(cache, cache["mask"].shape[0] * repeats, size - slots)
+        return dict(empty, prefix={"k": cache["k"], "v": cache["v"], "mask": cache["mask"]})
+    extra = size - slots
+
+    def grow(x, axis):  # The slot axis: 2 of k / v, 1 of the mask.
         x = jnp.repeat(x, repeats, axis=0) if repeats > 1 else x
-        return jnp.pad(x, ((0, 0), (0, 0), (0, extra), (0, 0))) if extra else x
+        pad = [(0, 0)] * x.ndim
+        pad[axis] = (0, extra)
+        return jnp.pad(x, pad) if extra else x
+    return dict(cache, k=tuple(grow(x, 2) for x in cache["k"]),
+                v=tuple(grow(x, 2) for x in cache["v"]), mask=grow(cache["mask"], 1))
 
-    mask = jnp.repeat(cache["mask"], repeats, axis=0) if repeats > 1 else cache["mask"]
+
+def init_cache_like(cache: Cache, batch: int, slots: int) -> Cache:
+    """An empty cache (no prefix) of `batch` rows and `slots` slots, dtypes and per-layer
+    shapes as `cache`'s."""
+    kv = lambda x: jnp.zeros((batch, x.shape[1], slots, x.shape[3]), x.dtype)  # noqa: E731
     return {"k": tuple(kv(x) for x in cache["k"]), "v": tuple(kv(x) for x in cache["v"]),
-            "mask": jnp.pad(mask, ((0, 0), (0, extra))) if extra else mask,
-            "index": cache["index"]}
+            "mask": jnp.zeros((batch, slots), jnp.int32), "index": jnp.zeros((), jnp.int32)}
+
+
+def take_rows(cache: Cache, index: jax.Array, same_groups: bool = False) -> Cache:
+    """The cache's rows at index [b'] (k, v: [b, Hkv, S, Dh] -> [b', Hkv, S, Dh]; mask [b, S]
+    -> [b', S]; the slot index unchanged). A shared prefix stays shared when every row is
+    taken from its own group (`same_groups`, e.g. a tree fork within a prompt); otherwise
+    each taken row gets its own copy of its group's prefix ([b', Hkv, Tp, Dh])."""
+    take = lambda x: jnp.take(x, index, axis=0)  # noqa: E731
+    out = {"k": tuple(take(x) for x in cache["k"]), "v": tuple(take(x) for x in cache["v"]),
+           "mask": take(cache["mask"]), "index": cache["index"]}
+    if "prefix" in cache:
+        group = index // (cache["mask"].shape[0] // cache["prefix"]["mask"].shape[0])
+        out["prefix"] = cache["prefix"] if same_groups else jax.tree.map(
+            lambda x: jnp.take(x, group, axis=0), cache["prefix"])
+    return out
 
 
 class LayerCache(NamedTuple):
@@ -132,12 +178,14 @@ class LayerCache(NamedTuple):
     attend_mask and impl, what the new tokens see: for a decode step (T = 1) with a
     `decode_attention` implementation, ((cache mask [B, S] with the new slot, each row's
     first valid slot [B]), that impl); otherwise (the [B, 1, 1, T, S] boolean mask of
-    `transformer.grouped_attention`, "grouped")."""
+    `transformer.grouped_attention`, "grouped"). prefix: this layer's shared prefix
+    (`decode_attention.Prefix`, decode steps only) or None."""
     k: jax.Array
     v: jax.Array
     index: jax.Array
     attend_mask: Any
     impl: str
+    prefix: Optional[decode_attention.Prefix] = None
 
     def attend(self, q, k, v, cfg: ModelConfig):
         """Writes the new keys / values k, v [B, T, Hkv, Dh] at slots [index, index + T)
@@ -151,7 +199,8 @@ class LayerCache(NamedTuple):
         else:
             kv_mask, start = self.attend_mask
             out = decode_attention.decode_attention(q[:, 0], k_cache, v_cache, kv_mask, start,
-                                                    self.index + 1, cfg, impl=self.impl)[:, None]
+                                                    self.index + 1, cfg, prefix=self.prefix,
+                                                    impl=self.impl)[:, None]
         return out, self._replace(k=k_cache, v=v_cache)
 
 
@@ -173,15 +222,16 @@ def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
     return jnp.take(table, tokens, axis=0)
 
 
-def _what_to_attend(segment_ids, kv_mask, index, attention_impl):
+def _what_to_attend(segment_ids, kv_mask, index, attention_impl, shared: bool):
     """(impl, attend mask) of a `LayerCache` for T new tokens (segment_ids [B, T]) over the
     cache mask kv_mask [B, S] they were written into at `index`: a decode step (T = 1) with
-    a `decode_attention` impl attends the cache mask from each row's first slot; otherwise
-    "grouped" with the causal-by-slot mask [B, 1, 1, T, S]."""
+    a `decode_attention` impl (or over a `shared` prefix) attends the cache mask from each
+    row's first slot; otherwise "grouped" with the causal-by-slot mask [B, 1, 1, T, S]."""
     from rlvr_jax.models import transformer
     impl = decode_attention.default_impl() if attention_impl is None else attention_impl
     decode_attention.check_impl(impl)
-    if segment_ids.shape[1] == 1 and impl != "grouped":
+    if segment_ids.shape[1] == 1 and (impl != "grouped" or shared):
+        impl = "plain" if impl == "grouped" else impl  # No grouped form over a prefix.
         return impl, (kv_mask, jnp.argmax(kv_mask != 0, axis=1).astype(jnp.int32))
     q_slots = index + jnp.arange(segment_ids.shape[1], dtype=jnp.int32)[None]
     kv_slots = jnp.arange(kv_mask.shape[1], dtype=jnp.int32)[None]
@@ -214,10 +264,12 @@ def forward(
       prepared: from `prepare_params`.
       tokens: [B, T] int32.
       config: the model's `ModelConfig` (static).
-      cache: from `init_cache` (or a previous call); tokens are written at `cache["index"]`.
+      cache: from `init_cache` or `resize_cache` (or a previous call); tokens are written
+        at `cache["index"]`. With a shared prefix, T must be 1.
       attention_mask: [B, T], 1 for real tokens, 0 for padding (never attended to, does
         not advance RoPE positions). Default: all real.
-      positions: [B, T] RoPE positions; default `transformer.default_positions`.
+      positions: [B, T] RoPE positions; default `transformer.default_positions` (the
+        prefix's real tokens counted).
       return_hidden: return the final-norm hidden states [B, T, D] instead of logits.
       attention_impl: a decode step's (T = 1) attention, one of `decode_attention.IMPLS`
         ("grouped", "plain", "pallas": the kernel over the valid slots only, "interpret":
@@ -231,23 +283,36 @@ def forward(
     cfg = config
     segment_ids = (jnp.ones(tokens.shape, jnp.int32) if attention_mask is None
                    else (attention_mask != 0).astype(jnp.int32))
+    shared = cache.get("prefix")
+    t = tokens.shape[1]
+    if shared is not None and t != 1:
+        raise ValueError(f"a cache with a shared prefix takes one token per row, got {t}")
     if positions is None:
         positions = transformer.default_positions(segment_ids, cache)
+        if shared is not None:  # Each row's prompt: its group's real prefix slots.
+            real = jnp.sum(shared["mask"] != 0, axis=1, dtype=jnp.int32)
+            positions = positions + jnp.repeat(real, tokens.shape[0] // real.shape[0])[:, None]
     index = cache["index"]
     kv_mask = jax.lax.dynamic_update_slice_in_dim(
         cache["mask"], segment_ids.astype(cache["mask"].dtype), index, axis=1)
-    t = tokens.shape[1]
-    impl, mask = _what_to_attend(segment_ids, kv_mask, index, attention_impl)
+    impl, mask = _what_to_attend(segment_ids, kv_mask, index, attention_impl,
+                                 shared is not None)
+    prefixes = [None] * cfg.n_layers
+    if shared is not None:
+        start = jnp.argmax(shared["mask"] != 0, axis=1).astype(jnp.int32)
+        prefixes = [decode_attention.Prefix(k, v, shared["mask"], start)
+                    for k, v in zip(shared["k"], shared["v"])]
     x = _embed(prepared["embed"], tokens).astype(cfg.compute_dtype)
     x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
     block, ks, vs = transformer.Block(cfg), [], []
-    for lp, k_cache, v_cache in zip(prepared["layers"], cache["k"], cache["v"]):
+    for lp, k_cache, v_cache, prefix in zip(prepared["layers"], cache["k"], cache["v"],
+                                            prefixes):
         x, layer = block.apply({"params": lp}, x, positions, None, None,
-                               LayerCache(k_cache, v_cache, index, mask, impl))
+                               LayerCache(k_cache, v_cache, index, mask, impl, prefix))
         ks.append(layer.k)
         vs.append(layer.v)
     x = transformer.rms_norm(x, prepared["final_norm"], cfg.norm_eps)
-    new_cache = {"k": tuple(ks), "v": tuple(vs), "mask": kv_mask, "index": index + t}
+    new_cache = dict(cache, k=tuple(ks), v=tuple(vs), mask=kv_mask, index=index + t)
     if return_hidden:
         return x, new_cache
     return logits_from_hidden(prepared, x, cfg), new_cache

@@ -113,14 +113,22 @@ def _cost(compiled) -> Dict[str, float]:
             "bytes_gather_rows": accessed - over}
 
 
-def _step(mc, prepared, rows: int, new_tokens: int, slots: int) -> Dict[str, float]:
-    """The cost of `sampling.decode_step` for `rows` rows and a cache of `slots` slots."""
+def _sampler_cache(mc, prompts: int, samples: int, prompt_len: int, slots: int):
+    """The abstract cache of the sampler's decode loop: P prompts' prefill cache of Tp slots
+    shared by G samples each (`decoding.resize_cache`), `slots` slots in all."""
+    import jax
+    from rlvr_jax.models import decoding
+    return jax.eval_shape(lambda: decoding.resize_cache(
+        decoding.init_cache(mc, prompts, prompt_len), slots, repeats=samples))
+
+
+def _step(mc, prepared, cache, new_tokens: int) -> Dict[str, float]:
+    """The cost of `sampling.decode_step` over the abstract `cache`."""
     import jax
     import jax.numpy as jnp
     from rlvr_jax import live_rows, sampling
-    from rlvr_jax.models import decoding
     sc = sampling.SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, num_samples=1)
-    cache = jax.eval_shape(lambda: decoding.init_cache(mc, rows, slots))
+    rows = cache["mask"].shape[0]
     vec = lambda dtype: jax.ShapeDtypeStruct((rows,), dtype)  # noqa: E731
     cols = lambda dtype: jax.ShapeDtypeStruct((rows, new_tokens), dtype)  # noqa: E731
     state = live_rows.DecodeState(jax.ShapeDtypeStruct((), jnp.int32), cache, vec(jnp.int32),
@@ -131,11 +139,10 @@ def _step(mc, prepared, rows: int, new_tokens: int, slots: int) -> Dict[str, flo
     return _cost(fn.lower(prepared, state, jax.ShapeDtypeStruct((2,), jnp.uint32)).compile())
 
 
-def _resize(mc, rows: int, slots: int, size: int, repeats: int) -> float:
-    """Bytes of `decoding.resize_cache` from `rows` rows × `slots` slots to `size` slots."""
+def _resize(cache, size: int, repeats: int) -> float:
+    """Bytes of `decoding.resize_cache` of the abstract `cache` to `size` slots."""
     import jax
     from rlvr_jax.models import decoding
-    cache = jax.eval_shape(lambda: decoding.init_cache(mc, rows, slots))
     fn = jax.jit(lambda c: decoding.resize_cache(c, size, repeats=repeats))
     return _cost(fn.lower(cache).compile())["bytes_accessed"]
 
@@ -158,7 +165,8 @@ def _minimum_parts(mc, prepared, rows: int):
 def step_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int, step: int,
               cache_slots: Optional[int] = None) -> Dict[str, float]:
     """One decode step with the state at decode step `step` (slots [0, Tp + step) valid) in
-    a cache of `cache_slots` slots (default Tp + N - 1, the single-phase loop).
+    the sampler's cache of `cache_slots` slots (default Tp + N - 1, the single-phase loop):
+    the prompts' Tp slots shared by their G samples, the rest each row's own.
 
     Returns {"flops", "bytes_accessed", "bytes_gather_rows", "minimum_bytes", "ratio"
     (bytes_accessed / minimum), "ratio_gather_rows", the minimum's parts, "cache_slots",
@@ -167,7 +175,8 @@ def step_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int, 
     rows = prompts * samples
     slots = cache_slots or prompt_len + new_tokens - 1
     prepared = _prepared(mc)
-    m = _step(mc, prepared, rows, new_tokens, slots)
+    m = _step(mc, prepared, _sampler_cache(mc, prompts, samples, prompt_len, slots),
+              new_tokens)
     weights, kv_slot, logits = _minimum_parts(mc, prepared, rows)
     minimum = weights + kv_slot * (prompt_len + step) + kv_slot + logits
     return dict(m, minimum_bytes=minimum, ratio=m["bytes_accessed"] / minimum,
@@ -181,8 +190,8 @@ def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: in
     """Every decode step of a rollout that generates all N tokens (steps 1 … N - 1), with
     the sampler's cache phases for `cache_window` (None: `cache_phases.auto_cache_window`):
     one compile per phase, its step's bytes counted once per step it runs, plus the cache
-    copies into each phase's cache (`decoding.resize_cache`, the first from the P prompts'
-    prefill cache, repeated G times).
+    copies into each phase's cache (`decoding.resize_cache`; the first shares the P
+    prompts' prefill cache among their G samples each).
 
     Returns {"cache_window", "phases" [(cache slots, steps)], "bytes_accessed",
     "bytes_gather_rows", "resize_bytes" (included in both), "minimum_bytes" (summed over
@@ -195,14 +204,14 @@ def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: in
     prepared = _prepared(mc)
     weights, kv_slot, logits = _minimum_parts(mc, prepared, rows)
     steps_total, rows_total, minimum, resize, start, phases = 0.0, 0.0, 0.0, 0.0, 1, []
-    slots, cache_rows = prompt_len, prompts  # The prefill cache.
-    for size in cache_phases.cache_sizes(prompt_len, new_tokens, window):
+    before = _sampler_cache(mc, prompts, 1, prompt_len, prompt_len)  # The prefill's.
+    for i, size in enumerate(cache_phases.cache_sizes(prompt_len, new_tokens, window)):
         limit = min(new_tokens, size - prompt_len + 1)  # As `generate`: steps t < limit.
-        resize += _resize(mc, cache_rows, slots, size, repeats=rows // cache_rows)
-        slots, cache_rows = size, rows
+        resize += _resize(before, size, repeats=samples if i == 0 else 1)
+        before = _sampler_cache(mc, prompts, samples, prompt_len, size)
         if limit <= start:
             continue
-        m = _step(mc, prepared, rows, new_tokens, size)
+        m = _step(mc, prepared, before, new_tokens)
         steps = limit - start
         steps_total += steps * m["bytes_accessed"]
         rows_total += steps * m["bytes_gather_rows"]
