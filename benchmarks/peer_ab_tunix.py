@@ -56,6 +56,8 @@ p.add_argument("--hlo-dir", default=None)
 p.add_argument("--tag", default="")
 p.add_argument("--remat", default="", help="train: also time these remat policies, e.g. full,dots")
 p.add_argument("--grpo-impls", default="ours_one,ours_split,tunix")
+p.add_argument("--share-prompt-kv", action="store_true",
+               help="ours with SamplingConfig.share_prompt_kv (a prompt's KV once per group)")
 args = p.parse_args()
 
 import jax
@@ -169,7 +171,7 @@ TCFG = qwen2_lib.ModelConfig(num_layers=L, vocab_size=V, embed_dim=D, hidden_dim
                              param_dtype=jnp.float32,
                              remat_config=qwen2_lib.RematConfig.NONE)
 SC = sampling.SamplingConfig(temperature=1.0, max_new_tokens=N, num_samples=G, pad_id=0,
-                             stop_token_ids=())
+                             stop_token_ids=(), share_prompt_kv=args.share_prompt_kv)
 PARAMS = transformer.init_params(MC, jax.random.PRNGKey(0))
 
 

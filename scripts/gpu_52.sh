@@ -42,7 +42,8 @@ fi
 
 # name | benchmark.py sample arguments. "today": the sampler as the issue measured it (4 cache
 # phases of 128 slots, no compaction, the "grouped" attention); "new": this branch's defaults
-# off CPU (one phase; compaction 256 -> 128 -> 64 -> 32 rows on real lengths) with the kernel.
+# off CPU (one phase; compaction 256 -> 128 -> 64 -> 32 rows on real lengths) with the kernel;
+# "_shared": the same with SamplingConfig.share_prompt_kv (a prompt's KV read once per group).
 # Forced lengths run with compaction off (no row ends early: its loop bodies would only add
 # compile time). In priority order: steps that would start too late are skipped.
 FORCED="$ROWS --force-length --compact-ratio 0"
@@ -50,10 +51,12 @@ REAL="$ROWS --lengths real"
 RUNS=(
   "f256_today|$Q --prompts $P256 $FORCED $TODAY_CW --decode-attention grouped"
   "f256_kernel|$Q --prompts $P256 $FORCED --decode-attention $KERNEL"
+  "f256_kernel_shared|$Q --prompts $P256 $FORCED --decode-attention $KERNEL --share-prompt-kv"
   "f64_grouped|$Q --prompts $P64 $FORCED --decode-attention grouped"
   "f64_kernel|$Q --prompts $P64 $FORCED --decode-attention $KERNEL"
   "real_qwen_today|$Q --prompts $P256 $REAL --compact-ratio 0 $TODAY_CW --decode-attention grouped"
   "real_qwen_new|$Q --prompts $P256 $REAL --decode-attention $KERNEL"
+  "real_qwen_new_shared|$Q --prompts $P256 $REAL --decode-attention $KERNEL --share-prompt-kv"
   "real_bench_today|$BENCH --prompts $P256 $REAL --compact-ratio 0 $TODAY_CW --decode-attention grouped"
   "real_bench_new|$BENCH --prompts $P256 $REAL --decode-attention $KERNEL"
   "real_qwen_new_grouped|$Q --prompts $P256 $REAL --decode-attention grouped"
@@ -160,6 +163,9 @@ real = (tps("real_qwen_new", "real_tokens_per_s"), tps("real_qwen_today", "real_
 print(f"-- targets: f256_kernel {tps('f256_kernel')} >= 150000; f64_kernel {tps('f64_kernel')} "
       f">= 60000; real_qwen_new / real_qwen_today = "
       f"{real[0] / real[1] if all(real) else None} >= 2")
+print(f"-- share_prompt_kv (tok/s shared vs copied): forced 256 {tps('f256_kernel_shared')} vs "
+      f"{tps('f256_kernel')}; real {tps('real_qwen_new_shared', 'real_tokens_per_s')} vs "
+      f"{tps('real_qwen_new', 'real_tokens_per_s')} (faster on both: make it the default)")
 for impl in ("f256_kernel", "f64_kernel", "f256_today"):
     path = os.path.join(out, f"profile_summary_{impl}.log")
     if os.path.exists(path):

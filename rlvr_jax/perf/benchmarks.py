@@ -43,7 +43,7 @@ def sample_command(args):
         stop_token_ids=() if args.force_length or real else (args.stop_token,),
         cache_window=_window_flag(args.cache_window),
         compact_ratio=None if args.compact_ratio < 0 else args.compact_ratio,
-        attention_impl=args.decode_attention or None,
+        attention_impl=args.decode_attention or None, share_prompt_kv=args.share_prompt_kv,
         tree=tree_rollouts.TreeConfig(
             mode=args.tree_mode, branches=args.tree_branches, max_forks=args.tree_max_forks,
             depths=tuple(args.tree_depths), every=args.tree_every,
@@ -63,7 +63,7 @@ def sample_command(args):
         "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "lengths": args.lengths,
         "force_length": args.force_length, "cache_window": cache_phases.cache_window_of(sc),
         "decode_attention": sc.attention_impl or decode_attention.default_impl(),
-        "batch_sizes": live_rows.sizes_of(args.prompts * args.samples, sc),
+        "share_prompt_kv": sc.share_prompt_kv, "batch_sizes": live_rows.sizes_of(args.prompts * args.samples, sc),
         "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
         "compile_s": time.perf_counter() - start, **_device_info(),
     }
@@ -142,6 +142,8 @@ def add_sample_parser(subparsers):
                    help="SamplingConfig.compact_ratio (-1: automatic, 0: off)")
     p.add_argument("--decode-attention", default="",
                    help="SamplingConfig.attention_impl: '' (by backend), grouped, plain, pallas")
+    p.add_argument("--share-prompt-kv", action="store_true",
+                   help="SamplingConfig.share_prompt_kv: one copy of a prompt's KV per group")
     p.add_argument("--stop-token", type=int, default=0, help="stop token without --force-length")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
@@ -175,9 +177,12 @@ def decode_cost_command(args):
     from rlvr_jax.perf import decode_cost
     mc = _model_config(args.preset, args.dtype)
     shape = (args.prompts, args.samples, args.prompt_len, args.new_tokens)
-    out = {"benchmark": "decode_cost", "preset": args.preset, "dtype": args.dtype}
-    out.update(decode_cost.step_cost(mc, *shape, args.step, args.cache_slots))
-    out["rollout"] = decode_cost.rollout_cost(mc, *shape, _window_flag(args.cache_window))
+    out = {"benchmark": "decode_cost", "preset": args.preset, "dtype": args.dtype,
+           "share_prompt_kv": args.share_prompt_kv}
+    out.update(decode_cost.step_cost(mc, *shape, args.step, args.cache_slots,
+                                     args.share_prompt_kv))
+    out["rollout"] = decode_cost.rollout_cost(mc, *shape, _window_flag(args.cache_window),
+                                              args.share_prompt_kv)
     out.update(_device_info())
     return out
 
@@ -213,6 +218,8 @@ def add_decode_cost_parser(subparsers):
                    help="one-step cache size (default Tp + N - 1: the single-phase loop)")
     p.add_argument("--cache-window", type=int, default=-1,
                    help="the rollout's SamplingConfig.cache_window (-1: automatic, 0: one phase)")
+    p.add_argument("--share-prompt-kv", action="store_true",
+                   help="SamplingConfig.share_prompt_kv: one copy of a prompt's KV per group")
     p.set_defaults(func=decode_cost_command)
 
 

@@ -113,13 +113,15 @@ def _cost(compiled) -> Dict[str, float]:
             "bytes_gather_rows": accessed - over}
 
 
-def _sampler_cache(mc, prompts: int, samples: int, prompt_len: int, slots: int):
+def _sampler_cache(mc, prompts: int, samples: int, prompt_len: int, slots: int,
+                   share: bool = False):
     """The abstract cache of the sampler's decode loop: P prompts' prefill cache of Tp slots
-    shared by G samples each (`decoding.resize_cache`), `slots` slots in all."""
+    repeated for (or `share`d by) G samples each (`decoding.resize_cache`), `slots` slots in
+    all."""
     import jax
     from rlvr_jax.models import decoding
     return jax.eval_shape(lambda: decoding.resize_cache(
-        decoding.init_cache(mc, prompts, prompt_len), slots, repeats=samples))
+        decoding.init_cache(mc, prompts, prompt_len), slots, samples, share))
 
 
 def _step(mc, prepared, cache, new_tokens: int) -> Dict[str, float]:
@@ -139,11 +141,11 @@ def _step(mc, prepared, cache, new_tokens: int) -> Dict[str, float]:
     return _cost(fn.lower(prepared, state, jax.ShapeDtypeStruct((2,), jnp.uint32)).compile())
 
 
-def _resize(cache, size: int, repeats: int) -> float:
+def _resize(cache, size: int, repeats: int, share: bool) -> float:
     """Bytes of `decoding.resize_cache` of the abstract `cache` to `size` slots."""
     import jax
     from rlvr_jax.models import decoding
-    fn = jax.jit(lambda c: decoding.resize_cache(c, size, repeats=repeats))
+    fn = jax.jit(lambda c: decoding.resize_cache(c, size, repeats, share))
     return _cost(fn.lower(cache).compile())["bytes_accessed"]
 
 
@@ -163,10 +165,10 @@ def _minimum_parts(mc, prepared, rows: int):
 
 
 def step_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int, step: int,
-              cache_slots: Optional[int] = None) -> Dict[str, float]:
+              cache_slots: Optional[int] = None, share: bool = False) -> Dict[str, float]:
     """One decode step with the state at decode step `step` (slots [0, Tp + step) valid) in
-    the sampler's cache of `cache_slots` slots (default Tp + N - 1, the single-phase loop):
-    the prompts' Tp slots shared by their G samples, the rest each row's own.
+    the sampler's cache of `cache_slots` slots (default Tp + N - 1, the single-phase loop),
+    the prompts' KV copied to their G rows or `share`d (`SamplingConfig.share_prompt_kv`).
 
     Returns {"flops", "bytes_accessed", "bytes_gather_rows", "minimum_bytes", "ratio"
     (bytes_accessed / minimum), "ratio_gather_rows", the minimum's parts, "cache_slots",
@@ -175,7 +177,7 @@ def step_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int, 
     rows = prompts * samples
     slots = cache_slots or prompt_len + new_tokens - 1
     prepared = _prepared(mc)
-    m = _step(mc, prepared, _sampler_cache(mc, prompts, samples, prompt_len, slots),
+    m = _step(mc, prepared, _sampler_cache(mc, prompts, samples, prompt_len, slots, share),
               new_tokens)
     weights, kv_slot, logits = _minimum_parts(mc, prepared, rows)
     minimum = weights + kv_slot * (prompt_len + step) + kv_slot + logits
@@ -186,12 +188,13 @@ def step_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int, 
 
 
 def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: int,
-                 cache_window: Optional[int] = None) -> Dict[str, float]:
+                 cache_window: Optional[int] = None, share: bool = False) -> Dict[str, float]:
     """Every decode step of a rollout that generates all N tokens (steps 1 … N - 1), with
     the sampler's cache phases for `cache_window` (None: `cache_phases.auto_cache_window`):
     one compile per phase, its step's bytes counted once per step it runs, plus the cache
-    copies into each phase's cache (`decoding.resize_cache`; the first shares the P
-    prompts' prefill cache among their G samples each).
+    copies into each phase's cache (`decoding.resize_cache`, the first from the P prompts'
+    prefill cache, repeated G times or, with `share`, shared). The minimum counts each
+    row's prompt K/V (a shared prefix reads less than that).
 
     Returns {"cache_window", "phases" [(cache slots, steps)], "bytes_accessed",
     "bytes_gather_rows", "resize_bytes" (included in both), "minimum_bytes" (summed over
@@ -207,8 +210,8 @@ def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: in
     before = _sampler_cache(mc, prompts, 1, prompt_len, prompt_len)  # The prefill's.
     for i, size in enumerate(cache_phases.cache_sizes(prompt_len, new_tokens, window)):
         limit = min(new_tokens, size - prompt_len + 1)  # As `generate`: steps t < limit.
-        resize += _resize(before, size, repeats=samples if i == 0 else 1)
-        before = _sampler_cache(mc, prompts, samples, prompt_len, size)
+        resize += _resize(before, size, samples if i == 0 else 1, share)
+        before = _sampler_cache(mc, prompts, samples, prompt_len, size, share)
         if limit <= start:
             continue
         m = _step(mc, prepared, before, new_tokens)

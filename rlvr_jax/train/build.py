@@ -338,6 +338,7 @@ def sampling_config(config, tokenizer) -> sampling.SamplingConfig:
         cache_window=cache_phases.cache_window_setting(s.cache_window),
         compact_ratio=None if s.get("compact_ratio", -1.0) == -1 else s.compact_ratio,
         attention_impl=s.get("decode_attention", "") or None,
+        share_prompt_kv=bool(s.get("share_prompt_kv", False)),
         vocab_limit=tokenizer.vocab_size,  # Ids the tokenizer cannot decode: never drawn.
         tree=tree_rollouts.from_config(s.get("tree")))
 

@@ -197,6 +197,9 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     c.sampling.decode_attention = ""  # Decode steps' attention: "" by backend (plain on CPU,
     #                                  pallas on GPUs, grouped else) | grouped | plain |
     #                                  pallas (a Triton kernel over the valid slots).
+    c.sampling.share_prompt_kv = False  # Keep a prompt's KV once for its G samples (each decode
+    #                                  step reads it once per group); off: copied G times.
+    #                                  Does not pay on CPU; unmeasured on GPUs (issue 52).
     c.sampling.tree = ml_collections.ConfigDict()  # Tree rollouts (docs/tree_rollouts.md):
     #                                  rows fork inside the sampler; G leaves per prompt.
     c.sampling.tree.mode = ""        # "": off (G independent samples) | depth (fork at the
