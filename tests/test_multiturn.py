@@ -276,13 +276,15 @@ def test_reward_model_with_an_on_device_tool_scores_the_model_tokens(params, mod
 
 
 def test_rollout_sharded_over_8_devices_equals_unsharded(episodes, params, model_config, tok):
-    """Prompts sharded over an 8-device data axis, parameters replicated."""
+    """Prompts sharded over an 8-device data axis, parameters replicated, each prompt's KV
+    kept once for its rows (`share_prompt_kv`; the reference copies it)."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as PS
     env, prompts, pmask, ref, ref_eps = episodes
     mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
     rows, rep = NamedSharding(mesh, PS("data")), NamedSharding(mesh, PS())
     run = jax.jit(lambda p_, t, m, a, r: multiturn.generate_episodes(
-        p_, t, m, a, r, model_config=model_config, sampling_config=_sc(tok), env=env),
+        p_, t, m, a, r, model_config=model_config,
+        sampling_config=_sc(tok, share_prompt_kv=True), env=env),
         in_shardings=(rep, rows, rows, rep, rep), out_shardings=rows)
     got, got_eps = run(params, prompts, pmask, jnp.zeros((8,), jnp.int32), jax.random.PRNGKey(3))
     assert got.tokens.sharding.spec == PS("data")

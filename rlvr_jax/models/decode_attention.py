@@ -214,16 +214,15 @@ def _plain_parts(q, k_cache, v_cache, valid, cfg: ModelConfig):
     total = jnp.sum(weights, axis=2)  # [B, Hkv, G]
     out = jnp.einsum("bnsg,bnsk->bngk", weights.astype(dt), v_cache.astype(dt),
                      preferred_element_type=jnp.float32)
-    return out[:, :, None], jnp.swapaxes(top, 2, 3)[:, :, None, :, 0:1], total[:, :, None, :, None]
+    return out[:, :, None], top[..., None], total[:, :, None, :, None]
 
 
 def _per_device(fn, q, k_cache, v_cache, mask, start, end):
     """fn(q [b, h, Dh], k, v [b, hkv, S, Dh], mask [b, S], start [b], end) -> arrays [b, hkv,
-    ...] (`_pallas`' parts) on each device's
-    rows and KV heads, split as the cache's logical axes (`CACHE_AXES`) split them under the
-    mesh and rules of the enclosing `sharding.activate` (XLA's SPMD partitioner does not
-    split a Pallas call: it would gather the whole cache onto every device); on the whole
-    arrays without a mesh. The query heads split with the KV heads: head i serves KV head
+    ...] (`_pallas`' parts) on each device's rows and KV heads, split as the cache's logical
+    axes (`CACHE_AXES`) split them under the mesh and rules of the enclosing
+    `sharding.activate` (XLA's SPMD partitioner does not split a Pallas call: it would gather
+    the whole cache onto every device); on the whole arrays without a mesh. The query heads split with the KV heads: head i serves KV head
     i // G, so a contiguous share of the H heads is the same share of the Hkv groups."""
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.empty or mesh.size == 1:

@@ -222,6 +222,14 @@ def _embed(table: jax.Array, tokens: jax.Array) -> jax.Array:
     return jnp.take(table, tokens, axis=0)
 
 
+def _prefix_tokens(cache: Cache):
+    """[B, 1] int32: the real tokens of each row's shared prefix (0 without one)."""
+    if "prefix" not in cache:
+        return 0
+    real = jnp.sum(cache["prefix"]["mask"] != 0, axis=1, dtype=jnp.int32)
+    return jnp.repeat(real, cache["mask"].shape[0] // real.shape[0])[:, None]
+
+
 def _what_to_attend(segment_ids, kv_mask, index, attention_impl, shared: bool):
     """(impl, attend mask) of a `LayerCache` for T new tokens (segment_ids [B, T]) over the
     cache mask kv_mask [B, S] they were written into at `index`: a decode step (T = 1) with
@@ -288,10 +296,7 @@ def forward(
     if shared is not None and t != 1:
         raise ValueError(f"a cache with a shared prefix takes one token per row, got {t}")
     if positions is None:
-        positions = transformer.default_positions(segment_ids, cache)
-        if shared is not None:  # Each row's prompt: its group's real prefix slots.
-            real = jnp.sum(shared["mask"] != 0, axis=1, dtype=jnp.int32)
-            positions = positions + jnp.repeat(real, tokens.shape[0] // real.shape[0])[:, None]
+        positions = transformer.default_positions(segment_ids, cache) + _prefix_tokens(cache)
     index = cache["index"]
     kv_mask = jax.lax.dynamic_update_slice_in_dim(
         cache["mask"], segment_ids.astype(cache["mask"].dtype), index, axis=1)

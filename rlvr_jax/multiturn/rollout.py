@@ -186,7 +186,7 @@ def _write(buffers, t, columns):
 def _start(params, prompt_tokens, prompt_mask, answers, *, model_config: ModelConfig,
            sampling_config: sampling.SamplingConfig, env: DeviceEnv):
     """Prefill the P prompts once and share them over G rows each: (prepared params, a cache
-    of Tp + N - 1 slots for B = P·G rows, first-token logits [B, V], (prompt tokens, prompt
+    of Tp + N - 1 slots for B = P·G rows (the prompts' KV copied or `share_prompt_kv`), first-token logits [B, V], (prompt tokens, prompt
     mask) [B, Tp], the rows' TurnState after `env.reset`)."""
     g, n = sampling_config.num_samples, sampling_config.max_new_tokens
     tp = prompt_tokens.shape[1]
@@ -195,7 +195,7 @@ def _start(params, prompt_tokens, prompt_mask, answers, *, model_config: ModelCo
     prepared, cache, first_logits = sampling.prefill(params, prompt_tokens, prompt_mask,
                                                      model_config=model_config,
                                                      sampling_config=sampling_config)
-    cache = decoding.resize_cache(cache, tp + n - 1, repeats=g)
+    cache = decoding.resize_cache(cache, tp + n - 1, g, sampling_config.share_prompt_kv)
     rows = (jnp.repeat(prompt_tokens, g, axis=0), jnp.repeat(prompt_mask, g, axis=0))
     env_state = env.reset(*rows, jnp.repeat(jnp.asarray(answers, jnp.int32), g))
     return (prepared, cache, jnp.repeat(first_logits, g, axis=0), rows,
