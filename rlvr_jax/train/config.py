@@ -24,7 +24,8 @@ def default_config(algorithm: str = "grpo") -> ml_collections.ConfigDict:
     _model_and_data(c)
     _reward(c)
     _lora(c)
-    _sampling_and_training(c, algorithm)
+    _sampling(c)
+    _training(c, algorithm)
     _evaluation_and_placement(c)
     algorithms.apply(c.rl, algorithm)
     c.lock()
@@ -178,7 +179,7 @@ def _adaptive_data(c: ml_collections.ConfigDict) -> None:
     #                                  fraction 1 - p^G - (1-p)^G (p: its running pass rate).
 
 
-def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None:
+def _sampling(c: ml_collections.ConfigDict) -> None:
     c.sampling = ml_collections.ConfigDict()
     c.sampling.temperature = 1.0     # Rollout temperature (> 0); log-probs use it too.
     c.sampling.top_k = 0             # Sample among the k most likely tokens (0: off).
@@ -213,6 +214,8 @@ def _sampling_and_training(c: ml_collections.ConfigDict, algorithm: str) -> None
     c.sampling.tree.every = 8        # mode every: fork every this many tokens.
     c.sampling.tree.entropy_threshold = 1.0  # mode entropy: nats (softmax(logits / temperature)).
 
+
+def _training(c: ml_collections.ConfigDict, algorithm: str) -> None:
     c.env = ml_collections.ConfigDict()  # Multi-turn episodes with a tool (docs/multiturn.md).
     c.env.name = ""                  # "": single-turn; "calculator" (on device): "[12*34]" ->
     #                                  "=408", run inside the one compiled RL step.

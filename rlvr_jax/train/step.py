@@ -197,6 +197,13 @@ def _minibatch_counts(mb: Experience) -> Dict[str, jax.Array]:
     return jax.tree.map(lambda c: jnp.maximum(c, 1.0), counts)
 
 
+def _minibatch_order(rng: jax.Array, b: int, rl: RLConfig) -> jax.Array:
+    """[epochs · minibatches, b / minibatches]: each epoch's rows, permuted if minibatched."""
+    perms = [jax.random.permutation(jax.random.fold_in(rng, e), b) if rl.minibatches > 1
+             else jnp.arange(b) for e in range(rl.epochs)]
+    return jnp.stack(perms).reshape(rl.epochs * rl.minibatches, b // rl.minibatches)
+
+
 def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algorithm,
              model_config: ModelConfig, rl: RLConfig, tx: optax.GradientTransformation,
              temperature: float, value_tx: Optional[optax.GradientTransformation] = None
@@ -207,12 +214,9 @@ def optimise(state: TrainState, exp: Experience, rng: jax.Array, *, algo: Algori
     on the same rows.
     """
     b = exp.tokens.shape[0]
-    mb_size = b // rl.minibatches
     if rl.entropy_mask_random and exp.entropy is not None:  # Uniform scores: a random share.
         exp = exp.replace(entropy=jax.random.uniform(rng, exp.entropy.shape))
-    perms = [jax.random.permutation(jax.random.fold_in(rng, e), b) if rl.minibatches > 1
-             else jnp.arange(b) for e in range(rl.epochs)]
-    order = jnp.stack(perms).reshape(rl.epochs * rl.minibatches, mb_size)
+    order = _minibatch_order(rng, b, rl)
     policy_objective = functools.partial(
         objective.policy_objective, model_config=model_config, algo=algo,
         temperature=temperature, logprob_chunk=rl.logprob_chunk, tis_cap=rl.tis_cap,
