@@ -22,13 +22,16 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--preset", default="qwen2.5-0.5b")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--impl", default="plain", help="plain | grouped (CPU paths)")
+    p.add_argument("--impl", default="plain", choices=("plain", "grouped"),
+                   help="the decode attention path (the CPU ones)")
     p.add_argument("--prompts", type=int, default=32)
     p.add_argument("--samples", type=int, default=8)
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=512)
     p.add_argument("--step", type=int, default=64, help="completion slots written so far")
     args = p.parse_args()
+    if not 1 <= args.step < args.new_tokens:
+        p.error(f"--step must be in [1, --new-tokens), got {args.step}")
     mc = presets.get(args.preset, dtype=args.dtype)
     pp, tp, s = args.prompts, args.prompt_len, args.new_tokens - 1
     b, hkv, dh, dt = pp * args.samples, mc.n_kv_heads, mc.head_dim, mc.compute_dtype
@@ -60,4 +63,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    from rlvr_jax.train.cli import script_main
+    script_main(main)

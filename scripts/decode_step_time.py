@@ -33,6 +33,9 @@ def main():
     p.add_argument("--step", type=int, default=256, help="completion tokens written so far")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
+    if not 1 <= args.step < args.new_tokens or args.repeats < 1:
+        p.error(f"--step must be in [1, --new-tokens) and --repeats >= 1, got {args.step}, "
+                f"{args.repeats}")
     mc = presets.get(args.preset, dtype=args.dtype)
     pp, g, tp, n, t = args.prompts, args.samples, args.prompt_len, args.new_tokens, args.step
     b = pp * g
@@ -73,4 +76,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    from rlvr_jax.train.cli import script_main
+    script_main(main)

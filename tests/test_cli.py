@@ -343,7 +343,7 @@ def test_a_run_saved_before_new_fields_existed_still_resumes(tmp_path):
 
 def test_other_scripts_bad_input_is_one_line(capsys, monkeypatch):
     """scripts/{benchmark,memory_plan,audit_verifier,train_tokenizer,train_reward_model,
-    sampler_microbench}.py run their main through `cli.script_main`: a missing file or a bad
+    sampler_microbench,attention_cost,decode_step_time}.py run their main through `cli.script_main`: a missing file or a bad
     value is one `error:` line and exit status 2 (RLVR_JAX_DEBUG=1: the traceback too)."""
     def missing():
         open("/nonexistent/pairs.jsonl")
@@ -365,7 +365,8 @@ def test_other_scripts_bad_input_is_one_line(capsys, monkeypatch):
             cli.script_main(main)
         assert "Traceback" in capsys.readouterr().err
     for name in ("benchmark", "memory_plan", "audit_verifier", "train_tokenizer",
-                 "train_reward_model", "sampler_microbench", "train_prm", "prm_audit"):
+                 "train_reward_model", "sampler_microbench", "train_prm", "prm_audit",
+                 "attention_cost", "decode_step_time"):
         with open(os.path.join(REPO, "scripts", f"{name}.py")) as f:
             assert "script_main(main)" in f.read(), name
 

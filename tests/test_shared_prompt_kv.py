@@ -153,3 +153,29 @@ def test_kernel_over_a_shared_prefix_runs_on_each_device_shard(tiny_config):
     np.testing.assert_allclose(got, want, rtol=0, atol=numerics.reorder_atol(
         chunks + chunks + 1 + numerics.TRANSCENDENTAL_U,
         max(float(jnp.max(jnp.abs(v))), float(jnp.max(jnp.abs(prefix.v))))))
+
+
+def test_the_measuring_scripts_run(monkeypatch, capsys):
+    """scripts/attention_cost.py and scripts/decode_step_time.py (docs/performance.md, issue 52
+    §7) at the tiny shape: one JSON line each; the shared layout reads fewer valid K/V bytes
+    (P·Tp + B·t slots against B·(Tp + t), G > 1); a bad --step is a usage error."""
+    import json
+    import os
+    import runpy
+    scripts = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts")
+    shape = ["--preset", "tiny", "--prompts", "2", "--samples", "4", "--prompt-len", "8",
+             "--new-tokens", "12", "--step", "5"]
+
+    def run(name, *args):
+        monkeypatch.setattr("sys.argv", [name, *shape, *args])
+        runpy.run_path(os.path.join(scripts, name), run_name="__main__")
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    cost = run("attention_cost.py")
+    assert cost["valid_kv_shared_mb"] < cost["valid_kv_copied_mb"]
+    assert min(cost["copied_mb"], cost["shared_mb"], cost["rows_only_mb"]) > 0
+    for layout in ("copied", "shared"):
+        timed = run("decode_step_time.py", "--layout", layout, "--repeats", "1")
+        assert timed["layout"] == layout and timed["rows"] == 8 and timed["wall_s"] > 0
+    with pytest.raises(SystemExit):
+        run("attention_cost.py", "--step", "12")

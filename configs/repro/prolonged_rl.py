@@ -20,11 +20,9 @@ same rung (warm-up pass@256 0.677, grpo − warm-up +0.006 at k = 256 over 10 se
 
     python scripts/reproduce.py run prolonged_rl --out docs/findings
 """
-from rlvr_jax.lab import WARMUP, Check, EvalSpec, Finding, Gate, Prereg
-from rlvr_jax.lab.common import CEILING, M_PASS, QUICK, SCHEDULE
+from rlvr_jax.lab import WARMUP, Check, Finding, Gate, Prereg
+from rlvr_jax.lab.common import CEILING, EVAL_256, M_PASS, QUICK, SCHEDULE
 from rlvr_jax.lab.ladder import HARD_CURVES, rung
-
-EVAL_256 = EvalSpec(num_prompts=128, num_samples=256, ks=(1, 4, 16, 64, 256), batch_size=32)
 
 
 def finding():

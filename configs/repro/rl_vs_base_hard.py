@@ -16,10 +16,8 @@ warm-up's pass@256 <= 0.8 (room at the checked k). Seeds 5, then 10 by the lab's
 
     python scripts/reproduce.py run rl_vs_base_hard
 """
-from rlvr_jax.lab import Check, EvalSpec, Finding, Gate, Prereg, WARMUP, load
-from rlvr_jax.lab.common import CEILING, M_PASS, QUICK, SCHEDULE
-
-EVAL_256 = EvalSpec(num_prompts=128, num_samples=256, ks=(1, 4, 16, 64, 256), batch_size=32)
+from rlvr_jax.lab import Check, Finding, Gate, Prereg, WARMUP, load
+from rlvr_jax.lab.common import CEILING, EVAL_256, M_PASS, QUICK, SCHEDULE
 
 
 def finding():

@@ -34,11 +34,10 @@ schedule (about 3 minutes a seed).
 
     python scripts/reproduce.py run rl_vs_base_small --out docs/findings
 """
-from rlvr_jax.lab import WARMUP, Check, EvalSpec, Finding, Gate, Prereg
-from rlvr_jax.lab.common import CEILING, M_PASS, QUICK, SCHEDULE
+from rlvr_jax.lab import WARMUP, Check, Finding, Gate, Prereg
+from rlvr_jax.lab.common import CEILING, EVAL_256, M_PASS, QUICK, SCHEDULE
 from rlvr_jax.lab.ladder import HARD_CURVES, rung
 
-EVAL_256 = EvalSpec(num_prompts=128, num_samples=256, ks=(1, 4, 16, 64, 256), batch_size=32)
 # Gate (b): the training reward's last-10% mean minus its all-steps mean (half the rise of a
 # steady climb): 0.025 is a rise of about 0.05, five times M_PASS.
 LEARNS = 0.025

@@ -8,6 +8,8 @@ QUICK = {"sft.steps": 3, "rl.steps": 2, "rl.num_prompts": 4, "rl.num_samples": 4
 RL_STEPS = 100
 # pass@k for k = 1..64 from 64 samples per prompt on 128 held-out prompts.
 EVAL = EvalSpec(num_prompts=128, num_samples=64, ks=(1, 2, 4, 8, 16, 32, 64), batch_size=32)
+# Large-k claims: pass@k for k = 1..256 from 256 samples per prompt on 128 held-out prompts.
+EVAL_256 = EvalSpec(num_prompts=128, num_samples=256, ks=(1, 4, 16, 64, 256), batch_size=32)
 
 
 def base_config(algorithm: str = "grpo"):

@@ -200,14 +200,16 @@ def rollout_cost(mc, prompts: int, samples: int, prompt_len: int, new_tokens: in
     "bytes_gather_rows", "resize_bytes" (included in both), "minimum_bytes" (summed over
     the steps), "ratio", "ratio_gather_rows", "bytes_per_step", "minimum_per_step"}.
     """
+    import jax
     from rlvr_jax import cache_phases, sampling
+    from rlvr_jax.models import decoding
     sc = sampling.SamplingConfig(max_new_tokens=new_tokens, cache_window=cache_window)
     window = cache_phases.cache_window_of(sc)
     rows = prompts * samples
     prepared = _prepared(mc)
     weights, kv_slot, logits = _minimum_parts(mc, prepared, rows)
     steps_total, rows_total, minimum, resize, start, phases = 0.0, 0.0, 0.0, 0.0, 1, []
-    before = _sampler_cache(mc, prompts, 1, prompt_len, prompt_len)  # The prefill's.
+    before = jax.eval_shape(lambda: decoding.init_cache(mc, prompts, prompt_len))  # Prefill.
     for i, size in enumerate(cache_phases.cache_sizes(prompt_len, new_tokens, window)):
         limit = min(new_tokens, size - prompt_len + 1)  # As `generate`: steps t < limit.
         resize += _resize(before, size, samples if i == 0 else 1, share)
