@@ -72,7 +72,8 @@ def main():
         cpus.append(time.process_time() - cpu)
     print(json.dumps({"preset": args.preset, "layout": args.layout, "rows": b, "step": t,
                       "first_call_s": first_s, "wall_s": statistics.median(walls),
-                      "cpu_s": statistics.median(cpus), "device_kind": jax.devices()[0].device_kind}))
+                      "cpu_s": statistics.median(cpus),
+                      "device_kind": jax.devices()[0].device_kind}))
 
 
 if __name__ == "__main__":

@@ -77,6 +77,28 @@ result["single_device_stats"] = [float(jnp.mean(local)), float(jnp.mean(jnp.abs(
 result["max_abs_logit"] = float(jnp.max(jnp.abs(local)))
 result["logits_size"] = int(local.size)
 
+# 2b. A rollout on that mesh, each prompt's KV kept once for its rows (share_prompt_kv: the
+#     prefix's groups split over fsdp across processes), against one device's rollout over
+#     the copied cache.
+from rlvr_jax import sampling  # noqa: E402
+
+sc = sampling.SamplingConfig(temperature=0.9, max_new_tokens=6, num_samples=2,
+                             share_prompt_kv=True)
+prompts = tokens[:4, :6]
+with sharding.activate(mesh, rules):
+    shared = jax.jit(lambda p, t: sampling.generate(
+        p, t, jnp.ones_like(t), jax.random.PRNGKey(2), model_config=cfg, sampling_config=sc),
+        out_shardings=NamedSharding(mesh, PartitionSpec()))(
+        sharded, sharding.make_global_batch(prompts, mesh, rules=rules,
+                                            same_on_all_processes=True))
+copied = sampling.jit_generate(params, jnp.asarray(prompts), jnp.ones((4, 6), jnp.int32),
+                               jax.random.PRNGKey(2), model_config=cfg,
+                               sampling_config=sc.replace(share_prompt_kv=False))
+result["shared_rollout"] = {
+    "tokens": np.asarray(shared.tokens).tolist(), "want_tokens": np.asarray(copied.tokens).tolist(),
+    "logprobs": np.asarray(shared.logprobs).tolist(),
+    "want_logprobs": np.asarray(copied.logprobs).tolist()}
+
 # 3. Checkpoints across process counts: restore one written by 1 process on this mesh,
 #    save one together (the test restores it in 1 process). Compared bit for bit.
 from rlvr_jax.train.checkpoint import Checkpointer  # noqa: E402

@@ -343,8 +343,9 @@ def test_a_run_saved_before_new_fields_existed_still_resumes(tmp_path):
 
 def test_other_scripts_bad_input_is_one_line(capsys, monkeypatch):
     """scripts/{benchmark,memory_plan,audit_verifier,train_tokenizer,train_reward_model,
-    sampler_microbench,attention_cost,decode_step_time}.py run their main through `cli.script_main`: a missing file or a bad
-    value is one `error:` line and exit status 2 (RLVR_JAX_DEBUG=1: the traceback too)."""
+    sampler_microbench,attention_cost,decode_step_time}.py run their main through
+    `cli.script_main`: a missing file or a bad value is one `error:` line and exit status 2
+    (RLVR_JAX_DEBUG=1: the traceback too)."""
     def missing():
         open("/nonexistent/pairs.jsonl")
 

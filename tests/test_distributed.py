@@ -130,6 +130,12 @@ def test_two_processes_share_one_mesh(tmp_path):
         chain = numerics.forward_chain(CFG, 16) + r["logits_size"]
         np.testing.assert_allclose(r["model_stats"], r["single_device_stats"], rtol=0,
                                    atol=numerics.reorder_atol(chain, r["max_abs_logit"]))
+        # A shared-prompt rollout across the processes samples what one device samples over
+        # the copied cache; log-probs: the same forward in other orders (+ the combine).
+        got = r["shared_rollout"]
+        assert got["tokens"] == got["want_tokens"]
+        numerics.assert_forward_close(got["logprobs"], got["want_logprobs"], CFG, 6 + 6,
+                                      extra=4 + numerics.TRANSCENDENTAL_U)
     # Each process loaded a disjoint half of the rows.
     assert sorted(tuple(r["rows"]) for r in results) == [(0, 16), (16, 32)]
     # Both processes computed the same sharded results.

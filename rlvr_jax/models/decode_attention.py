@@ -222,8 +222,9 @@ def _per_device(fn, q, k_cache, v_cache, mask, start, end):
     ...] (`_pallas`' parts) on each device's rows and KV heads, split as the cache's logical
     axes (`CACHE_AXES`) split them under the mesh and rules of the enclosing
     `sharding.activate` (XLA's SPMD partitioner does not split a Pallas call: it would gather
-    the whole cache onto every device); on the whole arrays without a mesh. The query heads split with the KV heads: head i serves KV head
-    i // G, so a contiguous share of the H heads is the same share of the Hkv groups."""
+    the whole cache onto every device); on the whole arrays without a mesh. The query heads
+    split with the KV heads: head i serves KV head i // G, so a contiguous share of the H heads
+    is the same share of the Hkv groups."""
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.empty or mesh.size == 1:
         return fn(q, k_cache, v_cache, mask, start, end)

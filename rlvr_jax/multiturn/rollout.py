@@ -186,8 +186,9 @@ def _write(buffers, t, columns):
 def _start(params, prompt_tokens, prompt_mask, answers, *, model_config: ModelConfig,
            sampling_config: sampling.SamplingConfig, env: DeviceEnv):
     """Prefill the P prompts once and share them over G rows each: (prepared params, a cache
-    of Tp + N - 1 slots for B = P·G rows (the prompts' KV copied or `share_prompt_kv`), first-token logits [B, V], (prompt tokens, prompt
-    mask) [B, Tp], the rows' TurnState after `env.reset`)."""
+    of Tp + N - 1 slots for B = P·G rows (the prompts' KV copied or `share_prompt_kv`),
+    first-token logits [B, V], (prompt tokens, prompt mask) [B, Tp], the rows' TurnState
+    after `env.reset`)."""
     g, n = sampling_config.num_samples, sampling_config.max_new_tokens
     tp = prompt_tokens.shape[1]
     prompt_tokens = prompt_tokens.astype(jnp.int32)

@@ -63,7 +63,8 @@ def sample_command(args):
         "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "lengths": args.lengths,
         "force_length": args.force_length, "cache_window": cache_phases.cache_window_of(sc),
         "decode_attention": sc.attention_impl or decode_attention.default_impl(),
-        "share_prompt_kv": sc.share_prompt_kv, "batch_sizes": live_rows.sizes_of(args.prompts * args.samples, sc),
+        "share_prompt_kv": sc.share_prompt_kv,
+        "batch_sizes": live_rows.sizes_of(args.prompts * args.samples, sc),
         "top_k": args.top_k, "top_p": args.top_p, "greedy": args.greedy,
         "compile_s": time.perf_counter() - start, **_device_info(),
     }
